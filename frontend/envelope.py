@@ -1,0 +1,122 @@
+"""JSON-RPC parsing and the validation ladder (spec digest §3.4), transport checks aside.
+
+Order: parse (-32700) → single request envelope (-32600) → notification (202) → duplicate routing
+headers (-32020) → ``_meta`` envelope (-32602) → headers vs body (-32020) → protocol version
+(-32022). Method lookup, params and the capability gate follow in the dispatcher.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from frontend import headers
+from frontend.http_types import HttpRequest
+from shared.errors import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    PROTOCOL_VERSION,
+    TASKS_EXTENSION,
+    UNSUPPORTED_VERSION,
+    McpError,
+)
+
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPS = "io.modelcontextprotocol/clientCapabilities"
+SUPPORTED_VERSIONS = [PROTOCOL_VERSION]
+
+
+class Notification(Exception):
+    """The POST carried a notification: answer 202 with no body."""
+
+
+@dataclass
+class RpcRequest:
+    id: int | str
+    method: str
+    params: dict[str, Any]
+    caps: dict[str, Any]
+
+    @property
+    def tasks_opt_in(self) -> bool:
+        extensions = self.caps.get("extensions")
+        return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
+
+
+@dataclass
+class RequestError(Exception):
+    """A validation failure, with the request id when one was readable."""
+
+    error: McpError
+    id: int | str | None
+
+
+def parse(body: bytes) -> dict[str, Any]:
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise RequestError(
+            McpError(PARSE_ERROR, "Parse error: body is not valid JSON"), None
+        ) from None
+    if not isinstance(message, dict):
+        raise RequestError(
+            McpError(INVALID_REQUEST, "Invalid Request: expected one JSON-RPC request object"), None
+        )
+    return message
+
+
+def _request_id(message: dict[str, Any]) -> int | str:
+    rid = message.get("id")
+    valid = isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
+    if message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str) or not valid:
+        raise RequestError(
+            McpError(INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 request"), None
+        )
+    return rid  # type: ignore[return-value]
+
+
+def _legacy_initialize(rid: int | str, params: dict[str, Any]) -> RequestError:
+    requested = params.get("protocolVersion")
+    data = {
+        "supported": SUPPORTED_VERSIONS,
+        "requested": requested if isinstance(requested, str) else None,
+    }
+    message = "Unsupported protocol version: this server speaks only 2026-07-28 (no initialize)"
+    return RequestError(McpError(UNSUPPORTED_VERSION, message, data), rid)
+
+
+def validate(
+    req: HttpRequest, message: dict[str, Any], accept_missing_task_name: bool
+) -> RpcRequest:
+    if "id" not in message and isinstance(message.get("method"), str):
+        raise Notification()
+    rid = _request_id(message)
+    method: str = message["method"]
+    params = message.get("params", {})
+    if not isinstance(params, dict):
+        raise RequestError(
+            McpError(INVALID_PARAMS, "Invalid params: params must be an object"), rid
+        )
+    try:
+        headers.reject_duplicates(req)
+    except McpError as exc:
+        raise RequestError(exc, rid) from None
+    if method == "initialize":
+        raise _legacy_initialize(rid, params)
+    meta = params.get("_meta")
+    version = meta.get(META_VERSION) if isinstance(meta, dict) else None
+    caps = meta.get(META_CAPS) if isinstance(meta, dict) else None
+    if not isinstance(version, str) or not isinstance(caps, dict):
+        text = "Invalid params: _meta must carry protocolVersion and clientCapabilities"
+        raise RequestError(McpError(INVALID_PARAMS, text), rid)
+    try:
+        headers.check(req, method, params, version, accept_missing_task_name)
+    except McpError as exc:
+        raise RequestError(exc, rid) from None
+    if version not in SUPPORTED_VERSIONS:
+        data = {"supported": SUPPORTED_VERSIONS, "requested": version}
+        raise RequestError(McpError(UNSUPPORTED_VERSION, "Unsupported protocol version", data), rid)
+    return RpcRequest(rid, method, params, caps)

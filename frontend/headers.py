@@ -1,0 +1,84 @@
+"""Routing headers (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``) against the body.
+
+Values may come base64-wrapped as ``=?base64?...?=`` and are decoded before comparing. Any
+disagreement, a missing required header, invalid characters or a duplicated routing header is
+``-32020`` (HTTP 400). A missing ``Mcp-Name`` on ``tasks/*`` is rejected unless the setting
+``MCPQ_ACCEPT_MISSING_TASK_NAME`` allows it (for clients that never send it).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Any
+
+from frontend.http_types import HttpRequest
+from shared.errors import HEADER_MISMATCH, McpError
+
+ROUTING = ("mcp-protocol-version", "mcp-method", "mcp-name")
+NAME_PARAM = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
+_SENTINEL = re.compile(r"^=\?base64\?(.*)\?=$")
+_INVALID = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _mismatch(message: str) -> McpError:
+    return McpError(HEADER_MISMATCH, message)
+
+
+def decode(name: str, raw: str) -> str:
+    value = raw.strip(" \t")
+    if _INVALID.search(value):
+        raise _mismatch(f"{name} header contains invalid characters")
+    match = _SENTINEL.match(value)
+    if not match:
+        return value
+    try:
+        return base64.b64decode(match.group(1), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise _mismatch(f"{name} header has an invalid base64 value") from None
+
+
+def reject_duplicates(req: HttpRequest) -> None:
+    for name in ROUTING:
+        if len(req.headers.get(name, [])) > 1:
+            raise _mismatch(f"{name} header appears more than once")
+
+
+def check(
+    req: HttpRequest,
+    method: str,
+    params: dict[str, Any],
+    version: str,
+    accept_missing_task_name: bool,
+) -> None:
+    """Compare the routing headers with the body (validation ladder, step 5)."""
+    header_version = req.header("mcp-protocol-version")
+    if header_version is None:
+        raise _mismatch("MCP-Protocol-Version header is required")
+    if decode("MCP-Protocol-Version", header_version) != version:
+        raise _mismatch("MCP-Protocol-Version header does not match params._meta protocolVersion")
+    header_method = req.header("mcp-method")
+    if header_method is None:
+        raise _mismatch("Mcp-Method header is required")
+    if decode("Mcp-Method", header_method) != method:
+        raise _mismatch("Mcp-Method header does not match the request body's method")
+    param = NAME_PARAM.get(method)
+    if param is None:
+        return
+    body_value = params.get(param)
+    header_name = req.header("mcp-name")
+    if header_name is None:
+        if method.startswith("tasks/") and accept_missing_task_name:
+            return
+        raise _mismatch(f"Mcp-Name header is required for {method}")
+    value = decode("Mcp-Name", header_name)
+    if isinstance(body_value, str) and value != body_value:
+        raise _mismatch(f"Mcp-Name header does not match params.{param}")

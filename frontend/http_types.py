@@ -1,0 +1,24 @@
+"""Framework-free views of an HTTP request and reply, so the protocol core is testable alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class HttpRequest:
+    method: str
+    headers: dict[str, list[str]]  # lower-cased name -> every value, in order
+    body: bytes = b""
+
+    def header(self, name: str) -> str | None:
+        values = self.headers.get(name.lower())
+        return values[0] if values else None
+
+
+@dataclass
+class HttpReply:
+    status: int
+    body: bytes = b""
+    content_type: str | None = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)

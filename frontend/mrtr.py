@@ -1,0 +1,67 @@
+"""MRTR before a task: questions a tool declares with ``ask_first`` are answered through
+``input_required`` rounds on ``tools/call`` before any task exists. Answers gathered so far
+travel inside the signed ``requestState``; no server memory is needed between rounds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from frontend.envelope import RpcRequest
+from frontend.services import Services
+from shared.errors import MISSING_CAPABILITY, McpError, invalid_params
+from shared.tools import InputRequest, Tool
+
+_CAPABILITY = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+
+
+def require_capabilities(req: RpcRequest, requests: dict[str, InputRequest]) -> None:
+    """Never send an input request type the client did not declare on this request."""
+    missing: dict[str, Any] = {
+        _CAPABILITY[r["method"]]: {}
+        for r in requests.values()
+        if r.get("method") in _CAPABILITY and _CAPABILITY[r["method"]] not in req.caps
+    }
+    if missing:
+        raise McpError(
+            MISSING_CAPABILITY,
+            "Missing required client capability",
+            {"requiredCapabilities": missing},
+        )
+
+
+def input_responses(req: RpcRequest) -> dict[str, Any]:
+    responses = req.params.get("inputResponses", {})
+    if responses is None:
+        return {}
+    if not isinstance(responses, dict) or not all(isinstance(v, dict) for v in responses.values()):
+        raise invalid_params("Invalid params: inputResponses must map keys to objects")
+    return responses
+
+
+def gather(
+    services: Services,
+    req: RpcRequest,
+    tool: Tool,
+    arguments: dict[str, Any],
+    state: dict[str, Any] | None,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``(answers, None)`` once everything is answered, else ``({}, InputRequiredResult)``."""
+    assert tool.ask_first is not None
+    requests = tool.ask_first(arguments)
+    collected: dict[str, Any] = dict(state.get("answers", {})) if state else {}
+    responses = input_responses(req)
+    for key in requests:
+        if key in responses and key not in collected:
+            collected[key] = responses[key]
+    missing = {k: r for k, r in requests.items() if k not in collected}
+    if not missing:
+        return collected, None
+    require_capabilities(req, missing)
+    token = services.signer.seal(
+        services.principal(), tool.name, arguments, {"kind": "pre", "answers": collected}
+    )
+    return {}, {"resultType": "input_required", "inputRequests": missing, "requestState": token}

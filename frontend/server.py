@@ -1,0 +1,80 @@
+"""The MCP endpoint as a plain async function of :class:`HttpRequest` → :class:`HttpReply`.
+
+Runs the validation ladder, dispatches to the method handlers, stamps ``resultType`` and
+``_meta.serverInfo`` on every result, and maps every error to a JSON-RPC error with its HTTP
+status in one place. No traceback ever reaches a client.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from frontend import envelope, transport
+from frontend.envelope import Notification, RequestError, RpcRequest
+from frontend.http_types import HttpReply, HttpRequest
+from frontend.methods import discover, tasks, tools
+from frontend.services import Services
+from shared import jsonutil
+from shared.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, McpError
+
+log = logging.getLogger("mcpq.web")
+Handler = Callable[[Services, RpcRequest], Awaitable[dict[str, Any]]]
+
+METHODS: dict[str, Handler] = {
+    "server/discover": discover.discover,
+    "tools/list": tools.list_tools,
+    "tools/call": tools.call_tool,
+    "tasks/get": tasks.get,
+    "tasks/update": tasks.update,
+    "tasks/cancel": tasks.cancel,
+}
+
+
+def _server_version() -> str:
+    try:
+        return version("mcpq")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+class McpEndpoint:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.server_info = {"name": services.settings.server_name, "version": _server_version()}
+
+    def _reply(
+        self, rid: int | str | None, *, result: Any = None, error: McpError | None = None
+    ) -> HttpReply:
+        if error is not None:
+            body = {"jsonrpc": "2.0", "id": rid, "error": error.to_error()}
+            return HttpReply(error.http_status, jsonutil.dumpb(body))
+        meta = {**result.get("_meta", {}), "io.modelcontextprotocol/serverInfo": self.server_info}
+        result = {"resultType": "complete", **result, "_meta": meta}
+        return HttpReply(200, jsonutil.dumpb({"jsonrpc": "2.0", "id": rid, "result": result}))
+
+    async def handle(self, req: HttpRequest) -> HttpReply:
+        s = self.services.settings
+        early = transport.check(req, s.allowed_origins, s.max_body_bytes)
+        if early is not None:
+            return early
+        try:
+            rpc = envelope.validate(req, envelope.parse(req.body), s.accept_missing_task_name)
+        except Notification:
+            return HttpReply(202, b"", None)
+        except RequestError as exc:
+            return self._reply(exc.id, error=exc.error)
+        handler = METHODS.get(rpc.method)
+        if handler is None:
+            return self._reply(
+                rpc.id, error=McpError(METHOD_NOT_FOUND, f"Method not found: {rpc.method}")
+            )
+        try:
+            return self._reply(rpc.id, result=await handler(self.services, rpc))
+        except McpError as exc:
+            return self._reply(rpc.id, error=exc)
+        except Exception:
+            log.exception("unhandled error in %s", rpc.method)
+            return self._reply(rpc.id, error=McpError(INTERNAL_ERROR, "Internal error"))

@@ -1,0 +1,37 @@
+"""The dependencies of the method handlers, built once by ``create_app`` (the composition root)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from frontend.producer import Producer
+from shared.async_store import AsyncTaskStore
+from shared.request_state import RequestStateSigner
+from shared.settings import Settings
+from shared.tools import Registry
+
+log = logging.getLogger("mcpq.web")
+
+
+@dataclass
+class Services:
+    settings: Settings
+    store: AsyncTaskStore
+    producer: Producer
+    registry: Registry
+    signer: RequestStateSigner
+
+    async def enqueue(self, tool: str, ref: str, queue: str) -> None:
+        """Publish a run, then take the task off the unclaimed watch list. If publishing fails
+        the task stays on that list and the workers' sweeper enqueues it."""
+        try:
+            await self.producer.enqueue(tool, ref, queue)
+        except Exception as exc:  # the broker is down; recovery is the sweeper's job
+            log.warning("enqueue failed (%s); the sweeper will retry", type(exc).__name__)
+            return
+        await self.store.mark_enqueued(ref)
+
+    def principal(self) -> str:
+        """Who is calling. Authentication is not configured yet: everyone is anonymous."""
+        return "anonymous"

@@ -1,0 +1,77 @@
+"""The task store, asyncio flavour: what the web tier uses (``redis.asyncio``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TypeVar
+
+import redis.asyncio as aioredis
+import redis.exceptions as rexc
+
+from shared import scripts, store_calls
+from shared.errors import StoreUnavailable, TaskNotFound
+from shared.keys import Keys
+from shared.records import TaskRecord
+from shared.store_calls import NewTask, ScriptCall
+
+T = TypeVar("T")
+_DOWN = (rexc.ConnectionError, rexc.TimeoutError, OSError)
+
+
+class AsyncTaskStore:
+    def __init__(self, client: aioredis.Redis, keys: Keys | None = None) -> None:
+        self.redis = client
+        self.keys = keys or Keys()
+        self._scripts = {
+            name: client.register_script(scripts.source(name)) for name in scripts.NAMES
+        }
+
+    async def run(self, call: ScriptCall[T]) -> T:
+        try:
+            reply = await self._scripts[call.script](keys=call.keys, args=call.args)
+        except _DOWN as exc:
+            raise StoreUnavailable() from exc
+        return call.parse(reply)
+
+    async def create(self, task: NewTask, unclaimed_ms: int) -> int | None:
+        return await self.run(store_calls.create(self.keys, task, unclaimed_ms))
+
+    async def mark_enqueued(self, ref: str) -> None:
+        await self.run(store_calls.mark_enqueued(self.keys, ref))
+
+    async def answer(
+        self, ref: str, owner: str, answers: dict[str, Any], unclaimed_ms: int
+    ) -> list[str]:
+        return await self.run(store_calls.answer(self.keys, ref, owner, answers, unclaimed_ms))
+
+    async def cancel(self, ref: str, owner: str, message: str) -> tuple[str, bool]:
+        return await self.run(store_calls.cancel(self.keys, ref, owner, message))
+
+    async def get(self, ref: str, owner: str) -> tuple[TaskRecord, dict[str, str]]:
+        """The task and its outstanding input requests, in one round trip (MULTI/EXEC)."""
+        try:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hgetall(self.keys.task(ref))
+                pipe.hgetall(self.keys.inputs(ref))
+                task, inputs = await pipe.execute()
+        except _DOWN as exc:
+            raise StoreUnavailable() from exc
+        if not task or task.get("owner") != owner:
+            raise TaskNotFound()
+        return TaskRecord.from_hash(ref, task), inputs
+
+    async def wait_done(self, ref: str, timeout_s: float) -> str | None:
+        """Wait for a synchronous task to end or ask for input (its ``done`` list).
+
+        NOTE: waits in slices of at most one second, below the client's socket timeout, so the
+        shared fail-fast client can serve blocking reads too.
+        """
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                item = await self.redis.blpop([self.keys.done(ref)], timeout=min(1.0, left))
+            except _DOWN as exc:
+                raise StoreUnavailable() from exc
+            if item is not None:
+                return str(item[1])
+        return None

@@ -1,0 +1,42 @@
+"""Celery settings shared by the producer (web) and the consumers (workers), as plain data.
+
+JSON only, everywhere: a message in any other format is refused, so whoever can write to Redis
+cannot get code run in a worker. Knobs derived from ours (the visibility timeout) cannot drift.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.settings import Settings
+
+RUN_TASK_ARG = "ref"  # each tool's Celery task takes one argument: the task's storage ref
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    return {
+        "broker_url": settings.redis_url,
+        "result_backend": None,
+        "task_ignore_result": True,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "event_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "task_default_queue": settings.default_queue,
+        "task_create_missing_queues": True,
+        "broker_connection_retry_on_startup": True,
+        "broker_transport_options": {
+            "visibility_timeout": settings.visibility_timeout_s,
+            "socket_timeout": 5,
+            "socket_connect_timeout": 5,
+        },
+        "worker_hijack_root_logger": False,
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
+        "enable_utc": True,
+    }

@@ -1,0 +1,100 @@
+"""Wire errors: one root exception and one table from JSON-RPC codes to HTTP statuses.
+
+Everything that must reach a client as a JSON-RPC error is raised as :class:`McpError` (or a
+subclass) and serialised in exactly one place, the frontend's error responder.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PROTOCOL_VERSION = "2026-07-28"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+HEADER_MISMATCH = -32020
+MISSING_CAPABILITY = -32021
+UNSUPPORTED_VERSION = -32022
+
+_HTTP_STATUS = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    MISSING_CAPABILITY: 400,
+    UNSUPPORTED_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
+}
+
+
+def http_status_for(code: int) -> int:
+    """The HTTP status that carries a JSON-RPC error with ``code`` (spec digest §9)."""
+    return _HTTP_STATUS.get(code, 200)
+
+
+class McpError(Exception):
+    """A JSON-RPC error to send to the client as it is."""
+
+    def __init__(self, code: int, message: str, data: Any = None, *, http_status: int = 0):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+        self.http_status = http_status or http_status_for(code)
+
+    def to_error(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class TaskNotFound(McpError):
+    """Unknown, expired or another principal's task: all read exactly alike."""
+
+    def __init__(self) -> None:
+        super().__init__(INVALID_PARAMS, "Failed to retrieve task: Task not found")
+
+
+class StoreUnavailable(McpError):
+    """Redis could not be reached within the configured bound."""
+
+    def __init__(self) -> None:
+        super().__init__(INTERNAL_ERROR, "task store unavailable", http_status=503)
+
+
+def missing_tasks_capability() -> McpError:
+    return McpError(
+        MISSING_CAPABILITY,
+        "Missing required client capability",
+        {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+    )
+
+
+def invalid_params(message: str) -> McpError:
+    return McpError(INVALID_PARAMS, message)
+
+
+class ToolError(Exception):
+    """Raised by a tool to end with a tool-level error: ``completed`` with ``isError: true``."""
+
+
+class ProtocolError(Exception):
+    """Raised by a tool to end with a JSON-RPC error: the task becomes ``failed`` with ``error``."""
+
+    def __init__(self, code: int, message: str, data: Any = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class TaskCancelled(BaseException):
+    """Raised inside a tool at its next context call once the task was cancelled.
+
+    A BaseException, so ``except Exception`` in tool code does not swallow it.
+    """

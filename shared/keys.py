@@ -1,0 +1,88 @@
+"""Every Redis key mcpq uses, built in one place.
+
+All keys share one prefix that is also a Redis Cluster hash tag (``{mcpq}`` by default), so every
+Lua script may touch a task and the global indexes atomically, on one slot. The prefix stays clear
+of Celery's ``celery-task-meta-*`` and kombu's ``_kombu.*`` / ``unacked*`` keys.
+
+Tasks are stored under ``ref = sha256(taskId)[:32 hex]``, never under the ``taskId`` itself: the
+id is a bearer token, and neither Redis, Celery messages, Flower nor logs ever carry it.
+
+Schema (``<p>`` = ``{mcpq}``):
+
+==========================  =====  ===========================================================
+``<p>:t:<ref>``             hash   the task: status, msg, created_ms, updated_ms, ttl_ms,
+                                   expire_at, poll_ms, tool, queue, args, owner, caps, pre,
+                                   sync, gen (fencing), lease (ms), parked, runs, result, error
+``<p>:t:<ref>:in``          hash   outstanding input requests: key -> request JSON
+``<p>:t:<ref>:ans``         hash   delivered answers, kept for replay: key -> response JSON
+``<p>:t:<ref>:steps``       hash   memoized ``ctx.step`` results: name -> JSON
+``<p>:t:<ref>:wake``        list   wake-ups for the worker (answer, cancel); short TTL
+``<p>:t:<ref>:done``        list   wake-ups for a synchronous caller in the web tier; short TTL
+``<p>:leases``              zset   ref -> lease deadline (ms) of running tasks
+``<p>:unclaimed``           zset   ref -> deadline (ms) by which the task must be enqueued
+``<p>:lock:sweeper``        str    the sweeper's lock
+==========================  =====  ===========================================================
+
+Every per-task key expires with the task (``expire_at`` = createdAt + ttlMs). The two indexes
+and the lock are global; entries leave them when their task ends or disappears.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+
+def task_ref(task_id: str) -> str:
+    """The storage reference of a task: not reversible to the bearer ``taskId``."""
+    return hashlib.sha256(task_id.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key builder for one prefix."""
+
+    prefix: str = "mcpq"
+
+    @property
+    def root(self) -> str:
+        return "{" + self.prefix + "}"
+
+    @property
+    def task_prefix(self) -> str:
+        return f"{self.root}:t:"
+
+    def task(self, ref: str) -> str:
+        return f"{self.task_prefix}{ref}"
+
+    def inputs(self, ref: str) -> str:
+        return f"{self.task(ref)}:in"
+
+    def answers(self, ref: str) -> str:
+        return f"{self.task(ref)}:ans"
+
+    def steps(self, ref: str) -> str:
+        return f"{self.task(ref)}:steps"
+
+    def wake(self, ref: str) -> str:
+        return f"{self.task(ref)}:wake"
+
+    def done(self, ref: str) -> str:
+        return f"{self.task(ref)}:done"
+
+    @property
+    def leases(self) -> str:
+        return f"{self.root}:leases"
+
+    @property
+    def unclaimed(self) -> str:
+        return f"{self.root}:unclaimed"
+
+    @property
+    def sweeper_lock(self) -> str:
+        return f"{self.root}:lock:sweeper"
+
+    @property
+    def pattern(self) -> str:
+        """Glob matching every key of this prefix (for tests and ops)."""
+        return self.root.replace("{", "[{]").replace("}", "[}]") + ":*"

@@ -1,0 +1,38 @@
+"""The single point that builds Redis clients.
+
+Every client has explicit socket timeouts (redis-py's defaults would let a request hang while
+Redis is down). Blocking reads get a socket timeout above their block time.
+"""
+
+from __future__ import annotations
+
+import redis
+import redis.asyncio as aioredis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from shared.settings import Settings
+
+
+def sync_client(settings: Settings, *, block_s: float = 0.0) -> redis.Redis:
+    timeout = settings.redis_timeout_s + block_s
+    return redis.Redis.from_url(
+        settings.redis_url,
+        decode_responses=True,
+        socket_timeout=timeout,
+        socket_connect_timeout=settings.redis_timeout_s,
+        health_check_interval=30,
+        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
+    )
+
+
+def async_client(settings: Settings) -> aioredis.Redis:
+    """The web tier's client: fails fast (one retry) so a Redis outage answers 503 quickly."""
+    return aioredis.Redis.from_url(
+        settings.redis_url,
+        decode_responses=True,
+        socket_timeout=settings.redis_timeout_s,
+        socket_connect_timeout=min(settings.redis_timeout_s, 0.5),
+        health_check_interval=30,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
+    )

@@ -1,0 +1,115 @@
+"""The one place that reads the environment.
+
+Every knob of mcpq is a field of :class:`Settings`, built once at the edge by
+:meth:`Settings.from_env` and passed down. ``docs/configuration.md`` lists each variable; a test
+keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+DEFAULT_TOOLS = "workers.tools.conformance,workers.tools.demo"
+
+
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"not a boolean: {raw!r}")
+
+
+def _optional_int(raw: str) -> int | None:
+    value = raw.strip().lower()
+    return None if value in {"", "null", "none", "unlimited"} else int(value)
+
+
+def _csv(raw: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every mcpq setting, with its default."""
+
+    redis_url: str = field(default="redis://127.0.0.1:6379/0", metadata={"env": "REDIS_URL"})
+    tools: tuple[str, ...] = field(
+        default=tuple(DEFAULT_TOOLS.split(",")), metadata={"env": "MCPQ_TOOLS", "parse": _csv}
+    )
+    secret: str = field(default="", metadata={"env": "MCPQ_SECRET"})
+    key_prefix: str = field(default="mcpq", metadata={"env": "MCPQ_KEY_PREFIX"})
+    default_ttl_ms: int | None = field(
+        default=3_600_000, metadata={"env": "MCPQ_DEFAULT_TTL_MS", "parse": _optional_int}
+    )
+    poll_interval_ms: int = field(
+        default=1000, metadata={"env": "MCPQ_POLL_INTERVAL_MS", "parse": int}
+    )
+    sync_timeout_s: float = field(
+        default=60.0, metadata={"env": "MCPQ_SYNC_TIMEOUT_S", "parse": float}
+    )
+    sync_ttl_ms: int = field(default=600_000, metadata={"env": "MCPQ_SYNC_TTL_MS", "parse": int})
+    accept_missing_task_name: bool = field(
+        default=False, metadata={"env": "MCPQ_ACCEPT_MISSING_TASK_NAME", "parse": _bool}
+    )
+    allowed_origins: tuple[str, ...] = field(
+        default=(), metadata={"env": "MCPQ_ALLOWED_ORIGINS", "parse": _csv}
+    )
+    max_body_bytes: int = field(
+        default=4 * 1024 * 1024, metadata={"env": "MCPQ_MAX_BODY_BYTES", "parse": int}
+    )
+    mrtr_state_ttl_s: int = field(
+        default=3600, metadata={"env": "MCPQ_MRTR_STATE_TTL_S", "parse": int}
+    )
+    input_hold_s: float = field(default=30.0, metadata={"env": "MCPQ_INPUT_HOLD_S", "parse": float})
+    cancel_grace_s: float = field(
+        default=5.0, metadata={"env": "MCPQ_CANCEL_GRACE_S", "parse": float}
+    )
+    lease_s: float = field(default=10.0, metadata={"env": "MCPQ_LEASE_S", "parse": float})
+    unclaimed_after_s: float = field(
+        default=30.0, metadata={"env": "MCPQ_UNCLAIMED_AFTER_S", "parse": float}
+    )
+    sweep_interval_s: float = field(
+        default=2.0, metadata={"env": "MCPQ_SWEEP_INTERVAL_S", "parse": float}
+    )
+    redis_timeout_s: float = field(
+        default=2.0, metadata={"env": "MCPQ_REDIS_TIMEOUT_S", "parse": float}
+    )
+    default_queue: str = field(default="mcpq", metadata={"env": "MCPQ_DEFAULT_QUEUE"})
+    port: int = field(default=8000, metadata={"env": "PORT", "parse": int})
+    web_concurrency: int = field(default=2, metadata={"env": "WEB_CONCURRENCY", "parse": int})
+    worker_concurrency: int = field(
+        default=4, metadata={"env": "MCPQ_WORKER_CONCURRENCY", "parse": int}
+    )
+    worker_queues: tuple[str, ...] = field(
+        default=("mcpq",), metadata={"env": "MCPQ_QUEUES", "parse": _csv}
+    )
+    server_name: str = field(default="mcpq", metadata={"env": "MCPQ_SERVER_NAME"})
+    fault_hook: str = field(default="", metadata={"env": "MCPQ_TEST_FAULT"})
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            name = str(f.metadata["env"])
+            if name in env:
+                parse = f.metadata.get("parse", str)
+                try:
+                    values[f.name] = parse(env[name])
+                except ValueError as exc:
+                    raise ValueError(f"{name}: {exc}") from None
+        return cls(**values)
+
+    @classmethod
+    def env_names(cls) -> list[str]:
+        return [str(f.metadata["env"]) for f in fields(cls)]
+
+    @property
+    def visibility_timeout_s(self) -> int:
+        """Kombu redelivers unacked messages after this; far above any run (leases recover)."""
+        return 7 * 24 * 3600

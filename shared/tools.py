@@ -1,0 +1,192 @@
+"""The tool registry, the ``@tool`` decorator and the interface a tool sees (``ToolContext``).
+
+A tool is a plain (synchronous) function whose first parameter is the context and whose other
+parameters are its arguments: pydantic builds the input schema and validates arguments from the
+signature. Tool modules import only this package, so the web tier (which lists and validates) and
+the workers (which run) can both import them. Modules are named by ``MCPQ_TOOLS``.
+
+Example::
+
+    from shared.tools import ToolContext, tool
+
+    @tool(task="optional", description="Add slowly")
+    def slow_add(ctx: ToolContext, a: int, b: int) -> str:
+        ctx.report("adding")
+        ctx.sleep(2)
+        return str(a + b)
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeVar
+
+import pydantic
+
+TaskMode = Literal["never", "optional", "required"]
+InputRequest = dict[str, Any]
+Prelude = Callable[[dict[str, Any]], dict[str, InputRequest]]
+T = TypeVar("T")
+_UNSET: Any = object()
+
+
+class ToolContext(Protocol):
+    """What a running tool may do. Every call also observes cancellation: once the task is
+    cancelled, the next call raises :class:`shared.errors.TaskCancelled`."""
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    @property
+    def prelude(self) -> dict[str, Any]:
+        """Answers gathered by MRTR before the task was created (``ask_first``)."""
+        ...
+
+    def report(self, message: str) -> None:
+        """Set the task's ``statusMessage`` (progress for the client)."""
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, waking at once if the task is cancelled."""
+
+    def ask(self, *requests: InputRequest) -> list[dict[str, Any]]:
+        """Ask the client several things at once; returns the answers in order."""
+        ...
+
+    def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
+        """Ask the user to fill a form; returns the ``ElicitResult``."""
+        ...
+
+    def sample(
+        self, messages: list[dict[str, Any]], max_tokens: int, **params: Any
+    ) -> dict[str, Any]:
+        """Ask the client's model; returns the ``CreateMessageResult``."""
+        ...
+
+    def step(self, name: str, fn: Callable[[], T]) -> T:
+        """Run ``fn`` once per task; later runs (replays) get its memoized JSON result."""
+        ...
+
+
+def elicitation(message: str, schema: dict[str, Any]) -> InputRequest:
+    """An ``elicitation/create`` (form mode) input request."""
+    params = {"mode": "form", "message": message, "requestedSchema": schema}
+    return {"method": "elicitation/create", "params": params}
+
+
+def sampling(messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> InputRequest:
+    """A ``sampling/createMessage`` input request."""
+    body = {"messages": messages, "maxTokens": max_tokens, **params}
+    return {"method": "sampling/createMessage", "params": body}
+
+
+class ArgumentsInvalid(ValueError):
+    """The arguments do not match the tool's input schema."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    fn: Callable[..., Any]
+    mode: TaskMode
+    queue: str | None
+    ttl_ms: int | Any | None
+    poll_interval_ms: int | None
+    args_model: type[pydantic.BaseModel]
+    ask_first: Prelude | None = None
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        schema.setdefault("properties", {})
+        return schema
+
+    def listing(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+        }
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        try:
+            model = self.args_model.model_validate(arguments)
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise ArgumentsInvalid(f"Invalid arguments for tool {self.name}: {problems}") from None
+        return model.model_dump(mode="json")
+
+    def call(self, ctx: ToolContext, arguments: dict[str, Any]) -> Any:
+        return self.fn(ctx, **self.args_model.model_validate(arguments).__dict__)
+
+
+def _args_model(name: str, fn: Callable[..., Any]) -> type[pydantic.BaseModel]:
+    params = list(inspect.signature(fn).parameters.values())[1:]  # the first is the context
+    fields: dict[str, Any] = {}
+    for p in params:
+        annotation = Any if p.annotation is inspect.Parameter.empty else p.annotation
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[p.name] = (annotation, default)
+    config = pydantic.ConfigDict(extra="forbid")
+    return pydantic.create_model(f"{name}_arguments", __config__=config, **fields)
+
+
+class Registry:
+    """Tools by name."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, Tool] = {}
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        description: str | None = None,
+        task: TaskMode = "optional",
+        queue: str | None = None,
+        ttl_ms: int | Any | None = _UNSET,
+        poll_interval_ms: int | None = None,
+        ask_first: Prelude | None = None,
+    ) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        def register(fn: Callable[..., T]) -> Callable[..., T]:
+            tool_name = name or fn.__name__
+            if tool_name.startswith(("celery.", "mcpq.")):
+                raise ValueError(f"reserved tool name: {tool_name}")
+            doc = description or inspect.getdoc(fn) or tool_name
+            self.tools[tool_name] = Tool(
+                tool_name,
+                doc,
+                fn,
+                task,
+                queue,
+                ttl_ms,
+                poll_interval_ms,
+                _args_model(tool_name, fn),
+                ask_first,
+            )
+            return fn
+
+        return register
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+    def load(self, modules: Iterable[str]) -> Registry:
+        """Import the tool modules (their ``@tool`` decorators fill the default registry)."""
+        for module in modules:
+            importlib.import_module(module)
+        return self
+
+    def effective_ttl(self, tool: Tool, default_ttl_ms: int | None) -> int | None:
+        return default_ttl_ms if tool.ttl_ms is _UNSET else tool.ttl_ms
+
+
+registry = Registry()
+tool = registry.tool

@@ -1,0 +1,68 @@
+"""The Celery application: one Celery task per tool, named after the tool (so Flower shows tool
+runs by name), each taking the task's storage ``ref``. JSON-only serialisation (see
+``shared.celery_config``).
+
+Run with ``celery -A workers.celery_app worker`` (``mcpq worker``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from celery import Celery, Task, signals
+
+from shared.celery_config import celery_config
+from shared.keys import Keys
+from shared.redis_clients import sync_client
+from shared.settings import Settings
+from shared.store import TaskStore
+from shared.tools import registry
+from workers.runner import RunDeps, run_task
+
+log = logging.getLogger("mcpq.worker")
+settings = Settings.from_env()
+app = Celery("mcpq")
+app.conf.update(celery_config(settings))
+registry.load(settings.tools)
+
+_deps: tuple[int, RunDeps] | None = None
+
+
+def deps() -> RunDeps:
+    """Per-process dependencies, built after fork (Redis connections must not cross a fork)."""
+    global _deps
+    if _deps is None or _deps[0] != os.getpid():
+        keys = Keys(settings.key_prefix)
+        store = TaskStore(sync_client(settings), keys)
+        blocking = sync_client(settings, block_s=settings.input_hold_s + 1)
+        _deps = (os.getpid(), RunDeps(settings, store, blocking, registry))
+    return _deps[1]
+
+
+def _make_job(tool_name: str) -> Any:
+    def job(self: Task[Any, Any], ref: str) -> str:
+        job_id = str(self.request.id)
+
+        def terminate() -> None:
+            app.control.revoke(job_id, terminate=True, signal="SIGKILL")
+
+        def on_state(state: str) -> None:
+            self.send_event(f"task-{state}")
+
+        return run_task(deps(), ref, terminate, on_state)
+
+    job.__name__ = f"run_{tool_name}"
+    return app.task(name=tool_name, bind=True, acks_late=True, ignore_result=True)(job)
+
+
+for _tool in registry.tools.values():
+    _make_job(_tool.name)
+
+
+@signals.worker_ready.connect
+def _start_sweeper(**_: Any) -> None:
+    from workers.sweeper import start_sweeper
+
+    start_sweeper(app, settings)

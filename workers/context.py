@@ -1,0 +1,128 @@
+"""``RunContext``: the :class:`shared.tools.ToolContext` a tool gets inside a worker.
+
+Replay contract: a run may start again from the top (a parked task resumed, a crashed worker's
+task recovered). Input keys are derived from the order of ``ask`` calls, so a replayed
+``elicit``/``sample`` whose key was answered returns the answer at once, without asking again;
+``step`` results are memoized in Redis. Everything else in the tool body runs again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import redis
+
+from shared.errors import TaskCancelled
+from shared.store import TaskStore
+from shared.store_calls import InputPoll
+from shared.tools import InputRequest, elicitation, sampling
+from workers.signals import RunParked, RunSuperseded
+
+T = TypeVar("T")
+_KIND = {"elicitation/create": "elicit", "sampling/createMessage": "sample", "roots/list": "roots"}
+
+
+def raise_for(status: str) -> None:
+    """Turn a fence sentinel from the store into the matching control-flow exception."""
+    if status == "TERMINAL" or status == "cancelled":
+        raise TaskCancelled()
+    if status in {"GONE", "SUPERSEDED"}:
+        raise RunSuperseded()
+
+
+class RunContext:
+    def __init__(
+        self,
+        store: TaskStore,
+        blocking: redis.Redis,
+        ref: str,
+        gen: int,
+        prelude: dict[str, Any],
+        hold_s: float,
+    ) -> None:
+        self._store, self._blocking = store, blocking
+        self.ref, self.gen = ref, gen
+        self._prelude = prelude
+        self._hold_s = hold_s
+        self._asked = 0
+        self.cancel_seen = threading.Event()  # set by the heartbeat too
+
+    # -- ToolContext ----------------------------------------------------------------------------
+    @property
+    def cancelled(self) -> bool:
+        if not self.cancel_seen.is_set() and self._store.status(self.ref) in {"cancelled", None}:
+            self.cancel_seen.set()
+        return self.cancel_seen.is_set()
+
+    @property
+    def prelude(self) -> dict[str, Any]:
+        return self._prelude
+
+    def report(self, message: str) -> None:
+        status = self._store.report(self.ref, self.gen, message)
+        if status != "OK":
+            raise_for(status)
+
+    def sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        self._check()
+        while (left := deadline - time.monotonic()) > 0:
+            self._store.wait_wake(self._blocking, self.ref, min(left, self._hold_s))
+            self._check()
+
+    def ask(self, *requests: InputRequest) -> list[dict[str, Any]]:
+        keys = []
+        for request in requests:
+            self._asked += 1
+            keys.append(f"{_KIND.get(str(request.get('method')), 'input')}-{self._asked}")
+        outstanding = dict(zip(keys, requests, strict=True))
+        poll = self._poll(outstanding)
+        deadline = time.monotonic() + self._hold_s
+        while poll.missing:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._park()
+            else:
+                self._store.wait_wake(self._blocking, self.ref, left)
+            poll = self._poll(outstanding)
+        answers = poll.answers or {}
+        return [answers[key] for key in keys]
+
+    def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
+        return self.ask(elicitation(message, schema))[0]
+
+    def sample(
+        self, messages: list[dict[str, Any]], max_tokens: int, **params: Any
+    ) -> dict[str, Any]:
+        return self.ask(sampling(messages, max_tokens, **params))[0]
+
+    def step(self, name: str, fn: Callable[[], T]) -> T:
+        self._check()
+        found, value = self._store.step_value(self.ref, name)
+        if found:
+            return value  # type: ignore[no-any-return]
+        status, stored = self._store.save_step(self.ref, self.gen, name, fn())
+        if status != "OK":
+            raise_for(status)
+        return stored  # type: ignore[no-any-return]
+
+    # -- internals ------------------------------------------------------------------------------
+    def _check(self) -> None:
+        if self.cancelled:
+            raise TaskCancelled()
+
+    def _poll(self, requests: dict[str, InputRequest]) -> InputPoll:
+        poll = self._store.request_input(self.ref, self.gen, requests)
+        if poll.status != "OK":
+            raise_for(poll.status)
+        return poll
+
+    def _park(self) -> None:
+        status = self._store.park(self.ref, self.gen)
+        if status == "PARKED":
+            raise RunParked()
+        if status != "ANSWERED":
+            raise_for(status)

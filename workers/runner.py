@@ -1,0 +1,90 @@
+"""One run of a tool: claim, call, finish. Everything a Celery job does, without Celery.
+
+Outcomes map to the spec: a returned value or an exception inside the tool is ``completed``
+(the latter with ``isError: true``); a :class:`shared.errors.ProtocolError` is ``failed`` with a
+JSON-RPC ``error``. Every terminal write is fenced by the run's generation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from shared.errors import INTERNAL_ERROR, ProtocolError, TaskCancelled, ToolError
+from shared.records import TaskRecord
+from shared.results import call_tool_result, error_result
+from shared.settings import Settings
+from shared.store import TaskStore
+from shared.tools import Registry
+from workers.context import RunContext
+from workers.heartbeat import Heartbeat
+from workers.signals import RunParked, RunSuperseded
+
+log = logging.getLogger("mcpq.worker")
+
+
+@dataclass
+class RunDeps:
+    settings: Settings
+    store: TaskStore
+    blocking: redis.Redis
+    registry: Registry
+
+
+def _outcome(fn: Callable[[], Any], tool: str) -> tuple[str, dict[str, Any], str]:
+    try:
+        return "completed", call_tool_result(fn()), ""
+    except ToolError as exc:
+        return "completed", error_result(str(exc)), ""
+    except ProtocolError as exc:
+        error: dict[str, Any] = {"code": exc.code, "message": exc.message}
+        if exc.data is not None:
+            error["data"] = exc.data
+        return "failed", error, exc.message
+    except Exception as exc:
+        log.exception("tool %s raised", tool)
+        return "completed", error_result(f"{type(exc).__name__}: {exc}"), ""
+
+
+def run_task(
+    deps: RunDeps, ref: str, terminate: Callable[[], None], on_state: Callable[[str], None]
+) -> str:
+    """Run the task's tool once; returns what happened (for logs and tests)."""
+    s = deps.settings
+    claim = deps.store.claim(ref, int(s.lease_s * 1000))
+    if claim.status != "OK" or claim.task is None:
+        log.info("run skipped: %s", claim.status)
+        return claim.status.lower()
+    record = TaskRecord.from_hash(ref, claim.task)
+    tool = deps.registry.get(record.tool)
+    if tool is None:
+        message = f"Unknown tool on this worker: {record.tool}"
+        error = {"code": INTERNAL_ERROR, "message": message}
+        deps.store.finish(ref, claim.gen, "failed", error, message)
+        return "failed"
+    ctx = RunContext(deps.store, deps.blocking, ref, claim.gen, record.pre, s.input_hold_s)
+    beat = Heartbeat(
+        deps.store, ref, claim.gen, s.lease_s, s.cancel_grace_s, ctx.cancel_seen, terminate
+    )
+    beat.start()
+    try:
+        status, payload, message = _outcome(lambda: tool.call(ctx, record.arguments), tool.name)
+    except TaskCancelled:
+        on_state("cancelled")
+        return "cancelled"
+    except RunParked:
+        on_state("parked")
+        return "parked"
+    except RunSuperseded:
+        return "superseded"
+    finally:
+        beat.stop()
+    outcome = deps.store.finish(ref, claim.gen, status, payload, message)
+    if outcome != "OK":
+        log.info("result discarded: %s", outcome)
+        return outcome.lower()
+    return status

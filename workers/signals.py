@@ -1,0 +1,12 @@
+"""Control-flow signals of a run. BaseExceptions, so ``except Exception`` in a tool cannot
+swallow them."""
+
+from __future__ import annotations
+
+
+class RunParked(BaseException):
+    """The run stopped waiting for input: the job ends, the task stays input_required."""
+
+
+class RunSuperseded(BaseException):
+    """A newer run (higher generation) owns the task, or the task is gone: stop quietly."""

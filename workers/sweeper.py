@@ -1,0 +1,59 @@
+"""The recovery sweeper: re-enqueues runs whose lease expired (a dead worker) and tasks that
+were persisted but never enqueued (a web process that died in between).
+
+It runs as a thread inside every worker's main process; a Redis lock lets one sweep at a time
+across the whole deployment, so no extra process type is needed. Duplicates it might cause are
+harmless: ``claim`` answers BUSY/PARKED/TERMINAL to any run that must not start.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+
+import redis
+from celery import Celery
+
+from shared.errors import StoreUnavailable
+from shared.keys import Keys
+from shared.redis_clients import sync_client
+from shared.settings import Settings
+from shared.store import TaskStore
+
+log = logging.getLogger("mcpq.sweeper")
+
+
+def sweep_once(app: Celery, store: TaskStore, settings: Settings, token: str) -> int:
+    """One sweep under the lock; returns how many runs were enqueued again."""
+    lock_ms = int(max(settings.sweep_interval_s * 3, 5) * 1000)
+    lock = store.keys.sweeper_lock
+    held = store.redis.set(lock, token, nx=True, px=lock_ms) or store.redis.get(lock) == token
+    if not held:
+        return 0
+    store.redis.pexpire(lock, lock_ms)
+    due = store.sweep(int(settings.unclaimed_after_s * 1000))
+    for ref, tool, queue in due:
+        app.send_task(tool, args=[ref], task_id=ref, queue=queue or settings.default_queue)
+        store.mark_enqueued(ref)
+    if due:
+        log.warning("sweeper re-enqueued %d run(s)", len(due))
+    return len(due)
+
+
+def _loop(app: Celery, settings: Settings, stop: threading.Event) -> None:
+    store = TaskStore(sync_client(settings), Keys(settings.key_prefix))
+    token = uuid.uuid4().hex
+    while not stop.wait(settings.sweep_interval_s):
+        try:
+            sweep_once(app, store, settings, token)
+        except (StoreUnavailable, redis.RedisError, OSError) as exc:
+            log.warning("sweep failed: %s", type(exc).__name__)
+
+
+def start_sweeper(app: Celery, settings: Settings) -> threading.Event:
+    stop = threading.Event()
+    threading.Thread(
+        target=_loop, args=(app, settings, stop), name="mcpq-sweeper", daemon=True
+    ).start()
+    return stop

@@ -1,0 +1,1 @@
+"""Built-in tools: the conformance fixtures and a few demos."""
