@@ -81,6 +81,9 @@ def run_task(
         return "parked"
     except RunSuperseded:
         return "superseded"
+    except BaseException:  # SystemExit from billiard's SIGTERM handler, KeyboardInterrupt
+        hand_back(deps.store, ref, claim.gen)
+        raise
     finally:
         beat.stop()
     outcome = deps.store.finish(ref, claim.gen, status, payload, message)
@@ -88,3 +91,12 @@ def run_task(
         log.info("result discarded: %s", outcome)
         return outcome.lower()
     return status
+
+
+def hand_back(store: TaskStore, ref: str, gen: int) -> None:
+    """Release the run's lease so another worker takes the task at once: this process is being
+    stopped (Heroku's SIGTERM reaches pool processes as SystemExit)."""
+    try:
+        store.release(ref, gen)
+    except Exception:
+        log.warning("could not hand back the run", exc_info=True)

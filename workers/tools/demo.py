@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from typing import Any
 
 from shared.errors import ToolError
@@ -24,11 +25,13 @@ def build_report(
     for i in range(1, steps + 1):
         ctx.report(f"step {i}/{steps}: writing section {i} about {topic}")
         ctx.sleep(step_seconds)
-        digest = ctx.step(
-            f"section-{i}", lambda i=i: hashlib.sha256(f"{topic}:{i}".encode()).hexdigest()[:12]
-        )
+        digest = ctx.step(f"section-{i}", partial(_checksum, topic, i))
         sections.append({"section": i, "checksum": digest})
     return {"topic": topic, "sections": sections}
+
+
+def _checksum(topic: str, section: int) -> str:
+    return hashlib.sha256(f"{topic}:{section}".encode()).hexdigest()[:12]
 
 
 @tool(task="required", description="Asks a human to approve a deployment before running it.")
