@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from frontend.app import create_app
+from shared import logs
 from shared.settings import Settings
 
-app = create_app(Settings.from_env())
+settings = Settings.from_env()
+logs.configure(settings.log_format, settings.log_level)
+app = create_app(settings)

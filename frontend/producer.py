@@ -19,7 +19,7 @@ log = logging.getLogger("mcpq.web")
 
 
 class Producer(Protocol):
-    async def enqueue(self, tool: str, ref: str, queue: str) -> None: ...
+    async def enqueue(self, tool: str, ref: str, queue: str, request_id: str = "") -> None: ...
 
     async def revoke(self, ref: str) -> None: ...
 
@@ -36,8 +36,15 @@ class CeleryProducer:
         }
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="celery-producer")
 
-    async def enqueue(self, tool: str, ref: str, queue: str) -> None:
-        send = partial(self._app.send_task, tool, args=[ref], task_id=ref, queue=queue)
+    async def enqueue(self, tool: str, ref: str, queue: str, request_id: str = "") -> None:
+        send = partial(
+            self._app.send_task,
+            tool,
+            args=[ref],
+            task_id=ref,
+            queue=queue,
+            headers={"mcpq_request_id": request_id},
+        )
         await asyncio.get_running_loop().run_in_executor(self._pool, send)
 
     async def revoke(self, ref: str) -> None:

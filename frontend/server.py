@@ -8,6 +8,8 @@ status in one place. No traceback ever reaches a client.
 from __future__ import annotations
 
 import logging
+import time
+import uuid
 from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -16,9 +18,11 @@ from frontend import envelope, transport
 from frontend.envelope import Notification, RequestError, RpcRequest
 from frontend.http_types import HttpReply, HttpRequest
 from frontend.methods import discover, tasks, tools
-from frontend.services import Services
+from frontend.services import REQUEST_ID, Services
 from shared import jsonutil
 from shared.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, McpError
+from shared.keys import task_ref
+from shared.logs import task_hash
 
 log = logging.getLogger("mcpq.web")
 Handler = Callable[[Services, RpcRequest], Awaitable[dict[str, Any]]]
@@ -56,25 +60,59 @@ class McpEndpoint:
         return HttpReply(200, jsonutil.dumpb({"jsonrpc": "2.0", "id": rid, "result": result}))
 
     async def handle(self, req: HttpRequest) -> HttpReply:
+        """Serve one POST and log one structured line for it (never the taskId itself)."""
+        started = time.perf_counter()
+        rid = _request_id(req.header("x-request-id"))
+        token = REQUEST_ID.set(rid)
+        try:
+            reply, rpc, code = await self._handle(req)
+        finally:
+            REQUEST_ID.reset(token)
+        reply.headers["X-Request-Id"] = rid
+        fields: dict[str, Any] = {
+            "request_id": rid,
+            "http_status": reply.status,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+        }
+        if rpc is not None:
+            fields["method"] = rpc.method
+            if rpc.method == "tools/call" and isinstance(rpc.params.get("name"), str):
+                fields["tool"] = rpc.params["name"]
+            if isinstance(rpc.params.get("taskId"), str):
+                fields["task"] = task_hash(task_ref(rpc.params["taskId"]))
+        if code is not None:
+            fields["error_code"] = code
+        log.info("mcp request", extra=fields)
+        return reply
+
+    async def _handle(self, req: HttpRequest) -> tuple[HttpReply, RpcRequest | None, int | None]:
         s = self.services.settings
         early = transport.check(req, s.allowed_origins, s.max_body_bytes)
         if early is not None:
-            return early
+            return early, None, None
         try:
             rpc = envelope.validate(req, envelope.parse(req.body), s.accept_missing_task_name)
         except Notification:
-            return HttpReply(202, b"", None)
+            return HttpReply(202, b"", None), None, None
         except RequestError as exc:
-            return self._reply(exc.id, error=exc.error)
+            return self._reply(exc.id, error=exc.error), None, exc.error.code
         handler = METHODS.get(rpc.method)
+        error: McpError
         if handler is None:
-            return self._reply(
-                rpc.id, error=McpError(METHOD_NOT_FOUND, f"Method not found: {rpc.method}")
-            )
+            error = McpError(METHOD_NOT_FOUND, f"Method not found: {rpc.method}")
+            return self._reply(rpc.id, error=error), rpc, error.code
         try:
-            return self._reply(rpc.id, result=await handler(self.services, rpc))
+            return self._reply(rpc.id, result=await handler(self.services, rpc)), rpc, None
         except McpError as exc:
-            return self._reply(rpc.id, error=exc)
+            error = exc
         except Exception:
-            log.exception("unhandled error in %s", rpc.method)
-            return self._reply(rpc.id, error=McpError(INTERNAL_ERROR, "Internal error"))
+            log.exception("unhandled error", extra={"method": rpc.method})
+            error = McpError(INTERNAL_ERROR, "Internal error")
+        return self._reply(rpc.id, error=error), rpc, error.code
+
+
+def _request_id(header: str | None) -> str:
+    """The caller's X-Request-Id when it is short and plain, else a fresh one."""
+    if header and len(header) <= 64 and header.replace("-", "").isalnum():
+        return header
+    return uuid.uuid4().hex[:16]

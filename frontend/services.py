@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from frontend.producer import Producer
@@ -12,6 +13,9 @@ from shared.settings import Settings
 from shared.tools import Registry
 
 log = logging.getLogger("mcpq.web")
+
+#: The id of the MCP request being served; it travels with the Celery message to the worker.
+REQUEST_ID: ContextVar[str] = ContextVar("mcpq_request_id", default="")
 
 
 @dataclass
@@ -26,7 +30,7 @@ class Services:
         """Publish a run, then take the task off the unclaimed watch list. If publishing fails
         the task stays on that list and the workers' sweeper enqueues it."""
         try:
-            await self.producer.enqueue(tool, ref, queue)
+            await self.producer.enqueue(tool, ref, queue, REQUEST_ID.get())
         except Exception as exc:  # the broker is down; recovery is the sweeper's job
             log.warning("enqueue failed (%s); the sweeper will retry", type(exc).__name__)
             return

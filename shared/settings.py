@@ -88,6 +88,8 @@ class Settings:
     worker_queues: tuple[str, ...] = field(
         default=("mcpq",), metadata={"env": "MCPQ_QUEUES", "parse": _csv}
     )
+    log_format: str = field(default="json", metadata={"env": "MCPQ_LOG_FORMAT"})
+    log_level: str = field(default="INFO", metadata={"env": "MCPQ_LOG_LEVEL"})
     server_name: str = field(default="mcpq", metadata={"env": "MCPQ_SERVER_NAME"})
     fault_hook: str = field(default="", metadata={"env": "MCPQ_TEST_FAULT"})
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from celery import Celery, Task, signals
 
+from shared import logs
 from shared.celery_config import celery_config
 from shared.keys import Keys
 from shared.redis_clients import sync_client
@@ -51,7 +52,8 @@ def _make_job(tool_name: str) -> Any:
         def on_state(state: str) -> None:
             self.send_event(f"task-{state}")
 
-        return run_task(deps(), ref, terminate, on_state)
+        request_id = str(self.request.get("mcpq_request_id") or "")
+        return run_task(deps(), ref, terminate, on_state, request_id)
 
     job.__name__ = f"run_{tool_name}"
     return app.task(name=tool_name, bind=True, acks_late=True, ignore_result=True)(job)
@@ -59,6 +61,16 @@ def _make_job(tool_name: str) -> Any:
 
 for _tool in registry.tools.values():
     _make_job(_tool.name)
+
+
+@signals.after_setup_logger.connect
+@signals.after_setup_task_logger.connect
+def _log_format(logger: logging.Logger, **_: Any) -> None:
+    """Celery's own lines and mcpq's share one format (JSON lines unless MCPQ_LOG_FORMAT=text)."""
+    formatter = logs.TextFormatter() if settings.log_format == "text" else logs.JsonFormatter()
+    for handler in logger.handlers:
+        handler.setFormatter(formatter)
+    logging.getLogger("mcpq").setLevel(settings.log_level.upper())
 
 
 @signals.worker_ready.connect

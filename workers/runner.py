@@ -8,13 +8,21 @@ JSON-RPC ``error``. Every terminal write is fenced by the run's generation.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 
-from shared.errors import INTERNAL_ERROR, ProtocolError, TaskCancelled, ToolError
+from shared.errors import (
+    INTERNAL_ERROR,
+    ProtocolError,
+    StoreUnavailable,
+    TaskCancelled,
+    ToolError,
+)
+from shared.logs import task_hash
 from shared.records import TaskRecord
 from shared.results import call_tool_result, error_result
 from shared.settings import Settings
@@ -40,6 +48,8 @@ def _outcome(fn: Callable[[], Any], tool: str) -> tuple[str, dict[str, Any], str
         return "completed", call_tool_result(fn()), ""
     except ToolError as exc:
         return "completed", error_result(str(exc)), ""
+    except StoreUnavailable:  # not the tool's fault: the run fails and is recovered by lease
+        raise
     except ProtocolError as exc:
         error: dict[str, Any] = {"code": exc.code, "message": exc.message}
         if exc.data is not None:
@@ -51,13 +61,31 @@ def _outcome(fn: Callable[[], Any], tool: str) -> tuple[str, dict[str, Any], str
 
 
 def run_task(
+    deps: RunDeps,
+    ref: str,
+    terminate: Callable[[], None],
+    on_state: Callable[[str], None],
+    request_id: str = "",
+) -> str:
+    """Run the task's tool once; returns what happened, and logs it."""
+    started = time.perf_counter()
+    outcome = _run(deps, ref, terminate, on_state)
+    fields = {
+        "task": task_hash(ref),
+        "transition": outcome,
+        "request_id": request_id,
+        "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+    }
+    log.info("run ended", extra=fields)
+    return outcome
+
+
+def _run(
     deps: RunDeps, ref: str, terminate: Callable[[], None], on_state: Callable[[str], None]
 ) -> str:
-    """Run the task's tool once; returns what happened (for logs and tests)."""
     s = deps.settings
     claim = deps.store.claim(ref, int(s.lease_s * 1000))
     if claim.status != "OK" or claim.task is None:
-        log.info("run skipped: %s", claim.status)
         return claim.status.lower()
     record = TaskRecord.from_hash(ref, claim.task)
     tool = deps.registry.get(record.tool)
@@ -88,8 +116,7 @@ def run_task(
         beat.stop()
     outcome = deps.store.finish(ref, claim.gen, status, payload, message)
     if outcome != "OK":
-        log.info("result discarded: %s", outcome)
-        return outcome.lower()
+        return f"discarded-{outcome.lower()}"
     return status
 
 

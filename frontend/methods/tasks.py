@@ -14,6 +14,7 @@ from frontend.envelope import RpcRequest
 from frontend.services import Services
 from shared.errors import TaskNotFound, invalid_params, missing_tasks_capability
 from shared.keys import task_ref
+from shared.logs import task_hash
 
 log = logging.getLogger("mcpq.web")
 _ACTIONS = {"accept", "decline", "cancel"}
@@ -59,6 +60,7 @@ async def update(services: Services, req: RpcRequest) -> dict[str, Any]:
     reply = await services.store.answer(ref, services.principal(), responses, unclaimed_ms)
     if reply[0] == "NOTFOUND":
         raise TaskNotFound()
+    log.info("answers stored", extra={"task": task_hash(ref), "transition": reply[0].lower()})
     if reply[0] == "RESUME":
         await services.enqueue(reply[1], ref, reply[2] or services.settings.default_queue)
     return {"resultType": "complete"}
@@ -74,6 +76,7 @@ async def cancel(services: Services, req: RpcRequest) -> dict[str, Any]:
     if outcome == "NOTFOUND":
         raise TaskNotFound()
     if outcome == "CANCELLED":
+        log.info("task cancelled", extra={"task": task_hash(ref), "transition": "cancelled"})
         try:
             await services.producer.revoke(ref)
         except Exception as exc:  # the store already says cancelled; the worker will see it

@@ -11,6 +11,7 @@ A legacy ``task`` param is ignored like any unknown field.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 from typing import Any
@@ -20,11 +21,14 @@ from frontend.envelope import RpcRequest
 from frontend.services import Services
 from shared.errors import INTERNAL_ERROR, McpError, invalid_params, missing_tasks_capability
 from shared.keys import task_ref
+from shared.logs import task_hash
 from shared.records import iso
 from shared.request_state import InvalidRequestState
 from shared.results import error_result
 from shared.store_calls import NewTask
 from shared.tools import ArgumentsInvalid, Tool
+
+log = logging.getLogger("mcpq.web")
 
 
 async def list_tools(services: Services, req: RpcRequest) -> dict[str, Any]:
@@ -101,6 +105,9 @@ async def create_task(
     if s.fault_hook == "exit-after-persist":  # test-only: die between persisting and enqueueing
         os._exit(70)
     await services.enqueue(tool.name, ref, queue)
+    log.info(
+        "task created", extra={"task": task_hash(ref), "tool": tool.name, "transition": "created"}
+    )
     stamp = iso(created_ms)
     return {
         "resultType": "task",
