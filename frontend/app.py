@@ -5,6 +5,7 @@ from __future__ import annotations
 import falcon
 import falcon.asgi
 
+from frontend.health import HealthResource, MetricsResource, ReadyResource
 from frontend.http_types import HttpRequest
 from frontend.producer import CeleryProducer, Producer
 from frontend.server import McpEndpoint
@@ -39,11 +40,6 @@ class McpResource:
     on_post = on_get = on_delete = on_put = on_patch = _serve
 
 
-class HealthResource:
-    async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        resp.media = {"status": "ok"}
-
-
 def create_app(
     settings: Settings,
     *,
@@ -64,6 +60,8 @@ def create_app(
     app = falcon.asgi.App()
     app.add_route("/mcp", McpResource(McpEndpoint(services)))
     app.add_route("/healthz", HealthResource())
+    app.add_route("/readyz", ReadyResource(services.store, settings))
+    app.add_route("/metrics", MetricsResource(services.store, settings))
     return app
 
 

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from frontend import envelope, transport
+from frontend import envelope, metrics, transport
 from frontend.envelope import Notification, RequestError, RpcRequest
 from frontend.http_types import HttpReply, HttpRequest
 from frontend.methods import discover, tasks, tools
@@ -82,6 +82,11 @@ class McpEndpoint:
                 fields["task"] = task_hash(task_ref(rpc.params["taskId"]))
         if code is not None:
             fields["error_code"] = code
+        method = rpc.method if rpc is not None and rpc.method in METHODS else "other"
+        metrics.REQUESTS.labels(method, str(reply.status)).inc()
+        metrics.LATENCY.labels(method).observe(fields["latency_ms"] / 1000)
+        if reply.status == 503:
+            metrics.STORE_ERRORS.inc()
         log.info("mcp request", extra=fields)
         return reply
 

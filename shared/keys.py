@@ -20,11 +20,15 @@ Schema (``<p>`` = ``{mcpq}``):
 ``<p>:t:<ref>:done``        list   wake-ups for a synchronous caller in the web tier; short TTL
 ``<p>:leases``              zset   ref -> lease deadline (ms) of running tasks
 ``<p>:unclaimed``           zset   ref -> deadline (ms) by which the task must be enqueued
+``<p>:stats``               hash   counters: created|completed|failed|cancelled:<tool>,
+                                   state:working, state:input_required, inputs (outstanding)
+``<p>:workers``             zset   worker node name -> last heartbeat (ms)
 ``<p>:lock:sweeper``        str    the sweeper's lock
 ==========================  =====  ===========================================================
 
-Every per-task key expires with the task (``expire_at`` = createdAt + ttlMs). The two indexes
-and the lock are global; entries leave them when their task ends or disappears.
+Every per-task key expires with the task (``expire_at`` = createdAt + ttlMs). The indexes, the
+stats, the worker list and the lock are global; index entries leave when their task ends.
+The ``state:*`` gauges drift if a non-terminal task reaches its TTL (it vanishes unfinished).
 """
 
 from __future__ import annotations
@@ -77,6 +81,14 @@ class Keys:
     @property
     def unclaimed(self) -> str:
         return f"{self.root}:unclaimed"
+
+    @property
+    def stats(self) -> str:
+        return f"{self.root}:stats"
+
+    @property
+    def workers(self) -> str:
+        return f"{self.root}:workers"
 
     @property
     def sweeper_lock(self) -> str:

@@ -88,6 +88,13 @@ class Settings:
     worker_queues: tuple[str, ...] = field(
         default=("mcpq",), metadata={"env": "MCPQ_QUEUES", "parse": _csv}
     )
+    worker_metrics_port: int = field(
+        default=0, metadata={"env": "MCPQ_WORKER_METRICS_PORT", "parse": int}
+    )
+    prometheus_multiproc_dir: str = field(default="", metadata={"env": "PROMETHEUS_MULTIPROC_DIR"})
+    ready_worker_window_s: float = field(
+        default=15.0, metadata={"env": "MCPQ_READY_WORKER_WINDOW_S", "parse": float}
+    )
     log_format: str = field(default="json", metadata={"env": "MCPQ_LOG_FORMAT"})
     log_level: str = field(default="INFO", metadata={"env": "MCPQ_LOG_LEVEL"})
     server_name: str = field(default="mcpq", metadata={"env": "MCPQ_SERVER_NAME"})

@@ -87,7 +87,7 @@ def create(k: Keys, t: NewTask, unclaimed_ms: int) -> ScriptCall[int | None]:
     ttl = "" if t.ttl_ms is None else str(t.ttl_ms)
     return ScriptCall(
         "create",
-        [k.task(t.ref), k.unclaimed],
+        [k.task(t.ref), k.unclaimed, k.stats],
         [t.ref, ttl, unclaimed_ms, *_flatten(fields)],
         lambda r: int(r[1]) if int(r[0]) == 1 else None,
     )
@@ -126,7 +126,7 @@ def _parse_poll(reply: list[Any]) -> InputPoll:
 
 def request_input(k: Keys, ref: str, gen: int, requests: dict[str, Any]) -> ScriptCall[InputPoll]:
     flat = [x for key, req in requests.items() for x in (key, jsonutil.dumps(req))]
-    keys = [k.task(ref), k.inputs(ref), k.answers(ref), k.done(ref)]
+    keys = [k.task(ref), k.inputs(ref), k.answers(ref), k.done(ref), k.stats]
     return ScriptCall("request_input", keys, [gen, *flat], _parse_poll)
 
 
@@ -134,7 +134,7 @@ def answer(
     k: Keys, ref: str, owner: str, answers: dict[str, Any], unclaimed_ms: int
 ) -> ScriptCall[list[str]]:
     flat = [x for key, value in answers.items() for x in (key, jsonutil.dumps(value))]
-    keys = [k.task(ref), k.inputs(ref), k.answers(ref), k.wake(ref), k.unclaimed]
+    keys = [k.task(ref), k.inputs(ref), k.answers(ref), k.wake(ref), k.unclaimed, k.stats]
     return ScriptCall(
         "answer", keys, [owner, ref, unclaimed_ms, *flat], lambda r: [str(x) for x in r]
     )
@@ -148,13 +148,13 @@ def finish(
     k: Keys, ref: str, gen: int, status: str, payload: dict[str, Any], message: str
 ) -> ScriptCall[str]:
     field = "result" if status == "completed" else "error"
-    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.done(ref), k.leases, k.unclaimed]
+    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.done(ref), k.leases, k.unclaimed, k.stats]
     args: list[Arg] = [ref, gen, status, field, jsonutil.dumps(payload), message]
     return ScriptCall("finish", keys, args, _first)
 
 
 def cancel(k: Keys, ref: str, owner: str, message: str) -> ScriptCall[tuple[str, bool]]:
-    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.done(ref), k.leases, k.unclaimed]
+    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.done(ref), k.leases, k.unclaimed, k.stats]
     return ScriptCall(
         "cancel", keys, [owner, ref, message], lambda r: (str(r[0]), len(r) > 1 and r[1] == 1)
     )

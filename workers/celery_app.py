@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any
 
 from celery import Celery, Task, signals
@@ -20,6 +21,7 @@ from shared.redis_clients import sync_client
 from shared.settings import Settings
 from shared.store import TaskStore
 from shared.tools import registry
+from workers import metrics
 from workers.runner import RunDeps, run_task
 
 log = logging.getLogger("mcpq.worker")
@@ -53,7 +55,10 @@ def _make_job(tool_name: str) -> Any:
             self.send_event(f"task-{state}")
 
         request_id = str(self.request.get("mcpq_request_id") or "")
-        return run_task(deps(), ref, terminate, on_state, request_id)
+        started = time.perf_counter()
+        outcome = run_task(deps(), ref, terminate, on_state, request_id)
+        metrics.record(tool_name, outcome, time.perf_counter() - started)
+        return outcome
 
     job.__name__ = f"run_{tool_name}"
     return app.task(name=tool_name, bind=True, acks_late=True, ignore_result=True)(job)
@@ -74,7 +79,8 @@ def _log_format(logger: logging.Logger, **_: Any) -> None:
 
 
 @signals.worker_ready.connect
-def _start_sweeper(**_: Any) -> None:
+def _start_sweeper(sender: Any = None, **_: Any) -> None:
     from workers.sweeper import start_sweeper
 
-    start_sweeper(app, settings)
+    start_sweeper(app, settings, str(getattr(sender, "hostname", "") or os.getpid()))
+    metrics.serve(settings)

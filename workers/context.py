@@ -42,12 +42,14 @@ class RunContext:
         gen: int,
         prelude: dict[str, Any],
         hold_s: float,
+        on_state: Callable[[str], None] = lambda state: None,
     ) -> None:
         self._store, self._blocking = store, blocking
         self.ref, self.gen = ref, gen
         self._prelude = prelude
         self._hold_s = hold_s
         self._asked = 0
+        self._on_state = on_state
         self.cancel_seen = threading.Event()  # set by the heartbeat too
 
     # -- ToolContext ----------------------------------------------------------------------------
@@ -80,6 +82,8 @@ class RunContext:
             keys.append(f"{_KIND.get(str(request.get('method')), 'input')}-{self._asked}")
         outstanding = dict(zip(keys, requests, strict=True))
         poll = self._poll(outstanding)
+        if poll.missing:
+            self._on_state("input_required")  # a Celery task event: Flower shows the MCP state
         deadline = time.monotonic() + self._hold_s
         while poll.missing:
             left = deadline - time.monotonic()

@@ -94,7 +94,9 @@ def _run(
         error = {"code": INTERNAL_ERROR, "message": message}
         deps.store.finish(ref, claim.gen, "failed", error, message)
         return "failed"
-    ctx = RunContext(deps.store, deps.blocking, ref, claim.gen, record.pre, s.input_hold_s)
+    ctx = RunContext(
+        deps.store, deps.blocking, ref, claim.gen, record.pre, s.input_hold_s, on_state
+    )
     beat = Heartbeat(
         deps.store, ref, claim.gen, s.lease_s, s.cancel_grace_s, ctx.cancel_seen, terminate
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 
 import redis
@@ -41,19 +42,31 @@ def sweep_once(app: Celery, store: TaskStore, settings: Settings, token: str) ->
     return len(due)
 
 
-def _loop(app: Celery, settings: Settings, stop: threading.Event) -> None:
+def _loop(app: Celery, settings: Settings, node: str, stop: threading.Event) -> None:
     store = TaskStore(sync_client(settings), Keys(settings.key_prefix))
     token = uuid.uuid4().hex
-    while not stop.wait(settings.sweep_interval_s):
+    while True:
         try:
+            beat_worker(store, node)
             sweep_once(app, store, settings, token)
         except (StoreUnavailable, redis.RedisError, OSError) as exc:
             log.warning("sweep failed: %s", type(exc).__name__)
+        if stop.wait(settings.sweep_interval_s):
+            return
 
 
-def start_sweeper(app: Celery, settings: Settings) -> threading.Event:
+def beat_worker(store: TaskStore, node: str) -> None:
+    """Record that this worker node is alive (``/readyz`` and ``mcpq status`` read it)."""
+    now_ms = int(time.time() * 1000)
+    pipe = store.redis.pipeline(transaction=False)
+    pipe.zadd(store.keys.workers, {node: now_ms})
+    pipe.zremrangebyscore(store.keys.workers, "-inf", now_ms - 24 * 3600 * 1000)
+    pipe.execute()
+
+
+def start_sweeper(app: Celery, settings: Settings, node: str) -> threading.Event:
+    """Start the sweeper (and the worker heartbeat) thread of this worker node."""
     stop = threading.Event()
-    threading.Thread(
-        target=_loop, args=(app, settings, stop), name="mcpq-sweeper", daemon=True
-    ).start()
+    args = (app, settings, node, stop)
+    threading.Thread(target=_loop, args=args, name="mcpq-sweeper", daemon=True).start()
     return stop

@@ -25,3 +25,8 @@ local function fence(task_key, gen)
   if TERMINAL[cur[2]] then return 'TERMINAL' end
   return nil
 end
+
+-- Operational counters (shared/metrics_keys): the stats hash is always the script's last key.
+local function stat(field, n)
+  if n ~= 0 then redis.call('HINCRBY', KEYS[#KEYS], field, n) end
+end

@@ -1,13 +1,15 @@
 -- cancel (tasks/cancel): a non-terminal task becomes `cancelled`; outstanding input requests are
 -- cleared so a racing tasks/update cannot resume it; a waiting or sleeping worker is woken.
 -- KEYS[1] task, KEYS[2] inputs, KEYS[3] wake, KEYS[4] sync-waiter list, KEYS[5] leases,
--- KEYS[6] unclaimed; ARGV[1] owner, ARGV[2] ref, ARGV[3] statusMessage
+-- KEYS[6] unclaimed, KEYS[7] stats; ARGV[1] owner, ARGV[2] ref, ARGV[3] statusMessage
 -- returns {'CANCELLED', 1 if a worker holds a live lease else 0} | {'TERMINAL'} | {'NOTFOUND'}
-local cur = redis.call('HMGET', KEYS[1], 'owner', 'status', 'lease', 'sync')
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'status', 'lease', 'sync', 'tool')
 if not cur[1] or cur[1] ~= ARGV[1] then return {'NOTFOUND'} end
 if TERMINAL[cur[2]] then return {'TERMINAL'} end
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'msg', ARGV[3], 'updated_ms', now,
            'parked', 0)
+stat('state:' .. cur[2], -1); stat('cancelled:' .. cur[5], 1)
+stat('inputs', -redis.call('HLEN', KEYS[2]))
 redis.call('DEL', KEYS[2])
 redis.call('LPUSH', KEYS[3], 'cancel'); arm_signal(KEYS[1], KEYS[3])
 if cur[4] == '1' then redis.call('LPUSH', KEYS[4], 'cancelled'); arm_signal(KEYS[1], KEYS[4]) end

@@ -1,11 +1,14 @@
 -- finish: the run ends the task (completed with result, or failed with error). Fenced, so a
 -- late or duplicate worker can never overwrite `cancelled` or a newer run.
 -- KEYS[1] task, KEYS[2] inputs, KEYS[3] wake, KEYS[4] sync-waiter list, KEYS[5] leases,
--- KEYS[6] unclaimed; ARGV[1] ref, ARGV[2] gen, ARGV[3] status, ARGV[4] field, ARGV[5] payload,
+-- KEYS[6] unclaimed, KEYS[7] stats; ARGV[1] ref, ARGV[2] gen, ARGV[3] status, ARGV[4] field, ARGV[5] payload,
 -- ARGV[6] statusMessage ('' keeps the current one)
 -- returns 'OK' | 'GONE' | 'SUPERSEDED' | 'TERMINAL'
 local bad = fence(KEYS[1], ARGV[2])
 if bad then return bad end
+local before = redis.call('HMGET', KEYS[1], 'status', 'tool')
+stat('state:' .. before[1], -1); stat(ARGV[3] .. ':' .. before[2], 1)
+stat('inputs', -redis.call('HLEN', KEYS[2]))
 redis.call('HSET', KEYS[1], 'status', ARGV[3], ARGV[4], ARGV[5], 'updated_ms', now, 'lease', 0)
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'msg', ARGV[6]) end
 redis.call('DEL', KEYS[2], KEYS[3])

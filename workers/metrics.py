@@ -1,0 +1,43 @@
+"""Worker metrics: tool runs by tool and outcome, and their durations.
+
+Pool processes record into prometheus-client's multiprocess directory (``mcpq worker`` sets
+``PROMETHEUS_MULTIPROC_DIR``); the worker's main process serves them on
+``MCPQ_WORKER_METRICS_PORT`` when it is set.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    multiprocess,
+    start_http_server,
+)
+
+from shared.settings import Settings
+
+RUNS = Counter("mcpq_tool_runs", "Tool runs by tool and outcome", ["tool", "outcome"])
+DURATION = Histogram(
+    "mcpq_tool_run_duration_seconds",
+    "Tool run durations by tool and outcome",
+    ["tool", "outcome"],
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
+)
+
+
+def record(tool: str, outcome: str, seconds: float) -> None:
+    RUNS.labels(tool, outcome).inc()
+    DURATION.labels(tool, outcome).observe(seconds)
+
+
+def serve(settings: Settings) -> None:
+    """Expose the metrics of every pool process on the configured port (main process only)."""
+    if settings.worker_metrics_port <= 0:
+        return
+    registry = REGISTRY
+    if settings.prometheus_multiproc_dir:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    start_http_server(settings.worker_metrics_port, registry=registry)
