@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ log = logging.getLogger("mcpq.web")
 
 #: The id of the MCP request being served; it travels with the Celery message to the worker.
 REQUEST_ID: ContextVar[str] = ContextVar("mcpq_request_id", default="")
+#: Set once the client of the request being served has gone away (if the server tells us).
+DISCONNECTED: ContextVar[asyncio.Event | None] = ContextVar("mcpq_disconnected", default=None)
 
 
 @dataclass

@@ -8,17 +8,21 @@ the hidden task, and the retry's answers are delivered to it.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import secrets
 import time
 from typing import Any
 
 from frontend.envelope import RpcRequest
 from frontend.mrtr import input_responses, require_capabilities
-from frontend.services import Services
+from frontend.services import DISCONNECTED, Services
 from shared.errors import INTERNAL_ERROR, McpError, invalid_params
 from shared.keys import task_ref
 from shared.store_calls import NewTask
 from shared.tools import Tool
+
+log = logging.getLogger("mcpq.web")
 
 
 async def start(
@@ -66,10 +70,36 @@ async def resume(
 async def wait(
     services: Services, req: RpcRequest, tool: Tool, arguments: dict[str, Any], ref: str
 ) -> dict[str, Any]:
+    try:
+        return await _wait(services, req, tool, arguments, ref)
+    except asyncio.CancelledError:  # the server cancelled this request: stop its run too
+        await asyncio.shield(_abandon(services, ref, "the request was cancelled"))
+        raise
+
+
+async def _abandon(services: Services, ref: str, reason: str) -> None:
+    await services.store.cancel(ref, services.principal(), reason)
+    try:
+        await services.producer.revoke(ref)
+    except Exception as exc:  # the store says cancelled already; the worker will see it
+        log.warning("revoke failed: %s", type(exc).__name__)
+
+
+async def _wait(
+    services: Services, req: RpcRequest, tool: Tool, arguments: dict[str, Any], ref: str
+) -> dict[str, Any]:
     store, principal = services.store, services.principal()
     deadline = time.monotonic() + services.settings.sync_timeout_s
+    gone = DISCONNECTED.get()
     while (left := deadline - time.monotonic()) > 0:
-        await store.wait_done(ref, left)
+        if (
+            await store.wait_done(ref, min(left, 1.0)) is None
+            and gone is not None
+            and gone.is_set()
+        ):
+            # A disconnect cancels the request (spec): the hidden task and its run stop too.
+            await _abandon(services, ref, "the client disconnected")
+            raise McpError(INTERNAL_ERROR, "The client disconnected")
         record, inputs = await store.get(ref, principal)
         if record.status == "completed":
             return record.result or {"resultType": "complete", "content": []}
@@ -97,8 +127,7 @@ async def wait(
                 "inputRequests": requests,
                 "requestState": token,
             }
-    await store.cancel(ref, principal, "synchronous call timed out")
-    await services.producer.revoke(ref)
+    await _abandon(services, ref, "synchronous call timed out")
     message = (
         f"Tool call did not finish within {services.settings.sync_timeout_s:g}s; call it as a task"
     )

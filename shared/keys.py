@@ -20,8 +20,11 @@ Schema (``<p>`` = ``{mcpq}``):
 ``<p>:t:<ref>:done``        list   wake-ups for a synchronous caller in the web tier; short TTL
 ``<p>:leases``              zset   ref -> lease deadline (ms) of running tasks
 ``<p>:unclaimed``           zset   ref -> deadline (ms) by which the task must be enqueued
-``<p>:stats``               hash   counters: created|completed|failed|cancelled:<tool>,
-                                   state:working, state:input_required, inputs (outstanding)
+``<p>:active``              zset   ref -> createdAt (ms) of every non-terminal task
+``<p>:expiry``              zset   ref -> expire-at (ms) of non-terminal tasks with a TTL
+``<p>:stats``               hash   counters: created|completed|failed|cancelled:<tool>;
+                                   gauges: state:working, state:input_required, parked,
+                                   inputs (outstanding input requests)
 ``<p>:workers``             zset   worker node name -> last heartbeat (ms)
 ``<p>:lock:sweeper``        str    the sweeper's lock
 ==========================  =====  ===========================================================
@@ -81,6 +84,14 @@ class Keys:
     @property
     def unclaimed(self) -> str:
         return f"{self.root}:unclaimed"
+
+    @property
+    def active(self) -> str:
+        return f"{self.root}:active"
+
+    @property
+    def expiry(self) -> str:
+        return f"{self.root}:expiry"
 
     @property
     def stats(self) -> str:

@@ -14,6 +14,8 @@ import hmac
 import time
 from typing import Any
 
+import orjson
+
 from shared import jsonutil
 
 
@@ -22,7 +24,7 @@ class InvalidRequestState(ValueError):
 
 
 def arguments_digest(tool: str, arguments: dict[str, Any]) -> str:
-    canonical = jsonutil.dumpb({"tool": tool, "arguments": arguments})
+    canonical = orjson.dumps({"tool": tool, "arguments": arguments}, option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(canonical).hexdigest()
 
 

@@ -87,7 +87,7 @@ def create(k: Keys, t: NewTask, unclaimed_ms: int) -> ScriptCall[int | None]:
     ttl = "" if t.ttl_ms is None else str(t.ttl_ms)
     return ScriptCall(
         "create",
-        [k.task(t.ref), k.unclaimed, k.stats],
+        [k.task(t.ref), k.unclaimed, k.active, k.expiry, k.stats],
         [t.ref, ttl, unclaimed_ms, *_flatten(fields)],
         lambda r: int(r[1]) if int(r[0]) == 1 else None,
     )
@@ -97,11 +97,10 @@ def mark_enqueued(k: Keys, ref: str) -> ScriptCall[int]:
     return ScriptCall("mark_enqueued", [k.unclaimed], [ref], int)
 
 
-def _parse_claim(reply: list[str]) -> Claim:
+def _parse_claim(reply: list[Any]) -> Claim:
     if reply[0] != "OK":
         return Claim(str(reply[0]))
-    split = reply.index("--")
-    return Claim("OK", int(reply[1]), _pairs(reply[2:split]), _pairs(reply[split + 1 :]))
+    return Claim("OK", int(reply[1]), _pairs(reply[2]), _pairs(reply[3]))
 
 
 def claim(k: Keys, ref: str, lease_ms: int) -> ScriptCall[Claim]:
@@ -141,20 +140,23 @@ def answer(
 
 
 def park(k: Keys, ref: str, gen: int) -> ScriptCall[str]:
-    return ScriptCall("park", [k.task(ref), k.inputs(ref), k.leases], [ref, gen], _first)
+    keys = [k.task(ref), k.inputs(ref), k.leases, k.stats]
+    return ScriptCall("park", keys, [ref, gen], _first)
 
 
 def finish(
     k: Keys, ref: str, gen: int, status: str, payload: dict[str, Any], message: str
 ) -> ScriptCall[str]:
     field = "result" if status == "completed" else "error"
-    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.done(ref), k.leases, k.unclaimed, k.stats]
+    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.done(ref), k.leases, k.unclaimed]
+    keys += [k.active, k.expiry, k.stats]
     args: list[Arg] = [ref, gen, status, field, jsonutil.dumps(payload), message]
     return ScriptCall("finish", keys, args, _first)
 
 
 def cancel(k: Keys, ref: str, owner: str, message: str) -> ScriptCall[tuple[str, bool]]:
-    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.done(ref), k.leases, k.unclaimed, k.stats]
+    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.done(ref), k.leases, k.unclaimed]
+    keys += [k.active, k.expiry, k.stats]
     return ScriptCall(
         "cancel", keys, [owner, ref, message], lambda r: (str(r[0]), len(r) > 1 and r[1] == 1)
     )
@@ -176,5 +178,5 @@ def sweep(k: Keys, unclaimed_ms: int, batch: int) -> ScriptCall[list[tuple[str, 
     def parse(r: list[str]) -> list[tuple[str, str, str]]:
         return [(r[i], r[i + 1], r[i + 2]) for i in range(0, len(r), 3)]
 
-    keys = [k.leases, k.unclaimed]
+    keys = [k.leases, k.unclaimed, k.active, k.expiry]
     return ScriptCall("sweep", keys, [k.task_prefix, unclaimed_ms, batch], parse)

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import redis
 
-from shared.errors import TaskCancelled
+from shared.errors import TaskCancelled, ToolError
 from shared.store import TaskStore
 from shared.store_calls import InputPoll
 from shared.tools import InputRequest, elicitation, sampling
@@ -23,6 +23,11 @@ from workers.signals import RunParked, RunSuperseded
 
 T = TypeVar("T")
 _KIND = {"elicitation/create": "elicit", "sampling/createMessage": "sample", "roots/list": "roots"}
+_CAPABILITY = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
 
 
 def raise_for(status: str) -> None:
@@ -43,6 +48,7 @@ class RunContext:
         prelude: dict[str, Any],
         hold_s: float,
         on_state: Callable[[str], None] = lambda state: None,
+        client_caps: dict[str, Any] | None = None,
     ) -> None:
         self._store, self._blocking = store, blocking
         self.ref, self.gen = ref, gen
@@ -50,6 +56,7 @@ class RunContext:
         self._hold_s = hold_s
         self._asked = 0
         self._on_state = on_state
+        self._caps = client_caps
         self.cancel_seen = threading.Event()  # set by the heartbeat too
 
     # -- ToolContext ----------------------------------------------------------------------------
@@ -76,6 +83,7 @@ class RunContext:
             self._check()
 
     def ask(self, *requests: InputRequest) -> list[dict[str, Any]]:
+        self._require_capabilities(requests)
         keys = []
         for request in requests:
             self._asked += 1
@@ -114,6 +122,19 @@ class RunContext:
         return stored  # type: ignore[no-any-return]
 
     # -- internals ------------------------------------------------------------------------------
+    def _require_capabilities(self, requests: tuple[InputRequest, ...]) -> None:
+        """Never ask what the creating client cannot answer (it declared its capabilities on
+        the tools/call that created the task): the tool ends with a tool error instead of
+        waiting forever in input_required."""
+        if self._caps is None:
+            return
+        for request in requests:
+            needed = _CAPABILITY.get(str(request.get("method")))
+            if needed and needed not in self._caps:
+                raise ToolError(
+                    f"The client did not declare the '{needed}' capability this tool needs"
+                )
+
     def _check(self) -> None:
         if self.cancelled:
             raise TaskCancelled()

@@ -50,6 +50,8 @@ class Heartbeat(threading.Thread):
             except StoreUnavailable:
                 log.warning("lease renewal failed: task store unavailable")
                 continue
+            if status == "PARKED":  # the run let go of the task; it is ending
+                return
             if status in {"cancelled", "GONE", "SUPERSEDED", "completed", "failed"}:
                 self._cancel_seen.set()
                 cancelled_at = cancelled_at or time.monotonic()

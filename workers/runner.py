@@ -95,7 +95,14 @@ def _run(
         deps.store.finish(ref, claim.gen, "failed", error, message)
         return "failed"
     ctx = RunContext(
-        deps.store, deps.blocking, ref, claim.gen, record.pre, s.input_hold_s, on_state
+        deps.store,
+        deps.blocking,
+        ref,
+        claim.gen,
+        record.pre,
+        s.input_hold_s,
+        on_state,
+        None if record.sync else record.caps,  # a synchronous call checks them itself (MRTR)
     )
     beat = Heartbeat(
         deps.store, ref, claim.gen, s.lease_s, s.cancel_grace_s, ctx.cancel_seen, terminate

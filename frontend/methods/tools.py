@@ -32,10 +32,8 @@ log = logging.getLogger("mcpq.web")
 
 
 async def list_tools(services: Services, req: RpcRequest) -> dict[str, Any]:
-    return {
-        "resultType": "complete",
-        "tools": [t.listing() for t in services.registry.tools.values()],
-    }
+    tools = [t.listing() for t in services.registry.tools.values()]
+    return {"resultType": "complete", "tools": tools, "ttlMs": 0, "cacheScope": "private"}
 
 
 def _tool(services: Services, req: RpcRequest) -> Tool:
@@ -50,7 +48,9 @@ def _tool(services: Services, req: RpcRequest) -> Tool:
 
 async def call_tool(services: Services, req: RpcRequest) -> dict[str, Any]:
     tool = _tool(services, req)
-    raw_args = req.params.get("arguments") or {}
+    raw_args = req.params.get("arguments", {})
+    if raw_args is None:
+        raw_args = {}
     if not isinstance(raw_args, dict):
         raise invalid_params("Invalid params: arguments must be an object")
     as_task = req.tasks_opt_in and tool.mode != "never"

@@ -24,6 +24,7 @@ redis.call('HSET', KEYS[1], 'status', 'working')
 stat('state:input_required', -1); stat('state:working', 1)
 if cur[3] == '1' then
   redis.call('HSET', KEYS[1], 'parked', 0)
+  stat('parked', -1)
   redis.call('ZADD', KEYS[5], now + tonumber(ARGV[3]), ARGV[2])
   return {'RESUME', cur[4], cur[5]}
 end

@@ -1,7 +1,8 @@
 -- claim: a worker takes the task for one run: new fencing generation and a lease.
 -- KEYS[1] task, KEYS[2] answers hash, KEYS[3] leases zset, KEYS[4] unclaimed zset
 -- ARGV[1] ref, ARGV[2] lease ms
--- returns {'OK', gen, task fields..., '--', answers...} or {'GONE'|'TERMINAL'|'BUSY'|'PARKED'}
+-- returns {'OK', gen, {task field/value...}, {answer key/value...}}
+--      or {'GONE'|'TERMINAL'|'BUSY'|'PARKED'}
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('ZREM', KEYS[3], ARGV[1]); redis.call('ZREM', KEYS[4], ARGV[1])
   return {'GONE'}
@@ -19,8 +20,4 @@ redis.call('HSET', KEYS[1], 'lease', lease)
 redis.call('HINCRBY', KEYS[1], 'runs', 1)
 redis.call('ZADD', KEYS[3], lease, ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
-local out = {'OK', tostring(gen)}
-for _, v in ipairs(redis.call('HGETALL', KEYS[1])) do out[#out + 1] = v end
-out[#out + 1] = '--'
-for _, v in ipairs(redis.call('HGETALL', KEYS[2])) do out[#out + 1] = v end
-return out
+return {'OK', tostring(gen), redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}

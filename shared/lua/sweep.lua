@@ -1,7 +1,8 @@
 -- sweep: find runs to enqueue again: expired leases (a dead worker) and tasks never claimed
 -- within their bound (a web process died between persisting and enqueueing). Each found task is
 -- re-armed on the unclaimed list, so it is found again if this enqueue is lost too.
--- KEYS[1] leases zset, KEYS[2] unclaimed zset; ARGV[1] key prefix of task hashes,
+-- Also drops tasks that reached their TTL unfinished from the active and expiry indexes.
+-- KEYS[1] leases zset, KEYS[2] unclaimed zset, KEYS[3] active zset, KEYS[4] expiry zset; ARGV[1] key prefix of task hashes,
 -- ARGV[2] unclaimed bound ms, ARGV[3] max batch
 -- returns {ref, tool, queue, ref, tool, queue, ...}
 local out = {}
@@ -17,5 +18,8 @@ for _, zset in ipairs({KEYS[1], KEYS[2]}) do
       out[#out + 1] = ref; out[#out + 1] = cur[2]; out[#out + 1] = cur[3]
     end
   end
+end
+for _, ref in ipairs(due(KEYS[4])) do
+  redis.call('ZREM', KEYS[4], ref); redis.call('ZREM', KEYS[3], ref)
 end
 return out

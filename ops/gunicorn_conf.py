@@ -1,0 +1,55 @@
+"""gunicorn configuration for the web tier, loaded with `-c python:ops.gunicorn_conf`.
+
+`mcpq web` passes `--bind` and `--workers` on the command line (command-line values override this
+file); the defaults below make plain `gunicorn -c python:ops.gunicorn_conf` behave the same. The
+worker class is uvicorn's: Falcon's ASGI app on an event loop keeps serving while some requests
+wait (synchronous tool calls, SSE), which sync or gthread workers cannot.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from shared.settings import Settings
+
+_settings = Settings.from_env()
+
+wsgi_app = "frontend.asgi:app"
+bind = [f"0.0.0.0:{_settings.port}"]
+workers = _settings.web_concurrency
+worker_class = "uvicorn_worker.UvicornWorker"
+
+# Heroku sends SIGKILL 30 s after SIGTERM: finish in-flight requests well before that.
+graceful_timeout = 25
+# Seconds a worker may miss its heartbeat before the master restarts it (the event loop must
+# never block this long; blocking work such as Celery's producer runs in a thread pool).
+timeout = 30
+keepalive = 5
+
+# NOTE(gunicorn>=25): the runtime control socket defaults to one fixed path per user, which
+# concurrent instances (dev, tests, several web formations) would fight over. We do not use
+# `gunicornc`, so it is off.
+control_socket_disable = True
+
+# The heartbeat file is touched every second; keep it in memory where /dev/shm exists (containers).
+# (gunicorn's own advice for Docker; the file is private to the worker, so S108 does not apply.)
+if os.path.isdir("/dev/shm"):  # noqa: S108
+    worker_tmp_dir = "/dev/shm"  # noqa: S108
+
+
+def post_fork(server: Any, worker: Any) -> None:
+    """Runs in each worker right after fork.
+
+    Placeholder: reset anything inherited from the master that must not be shared across
+    processes (Redis connection pools, thread pools, RNG state). Today the app is imported after
+    fork (`preload_app` is off), so each worker builds its own clients and there is nothing to do.
+    """
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker exited: drop its live gauges from the prometheus multiprocess directory."""
+    if _settings.prometheus_multiproc_dir:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]

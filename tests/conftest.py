@@ -1,0 +1,33 @@
+"""Shared by every test directory.
+
+- Puts the repository root on ``sys.path``: ``tests`` has no ``__init__.py``, so pytest's default
+  (prepend) import mode only adds each test file's own directory, and ``tests.support`` /
+  ``tests.e2e.harness`` would not be importable.
+- When a test fails while end-to-end stacks (``tests.e2e.harness.Stack``) are running, the tails of
+  their process logs are attached to the failure report.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[Any]
+) -> Generator[None, Any, Any]:
+    report = yield
+    harness = sys.modules.get("tests.e2e.harness")
+    if harness is not None and report.failed:
+        for stack in harness.live_stacks():
+            report.sections.append((f"process logs: {stack.name}", stack.tails()))
+    return report

@@ -1,0 +1,43 @@
+"""Fixtures of the end-to-end layer: one real stack for the whole e2e session.
+
+The session stack is a private redis-server, two web replicas (A and B, one gunicorn/uvicorn
+worker each) sharing it, and one Celery prefork worker (concurrency 2) on the ``mcpq`` queue,
+started with the built-in tools plus ``tests.e2e.tools_fixture``. Tests that need a stack of
+their own build one from ``tests.e2e.harness.Stack``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.harness import McpClient, Stack
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    running = Stack("e2e", tmp_path_factory.mktemp("e2e-stack")).start(webs=2, workers=1)
+    yield running
+    running.close()
+
+
+def _assert_running(stack: Stack) -> None:
+    dead = [c.name for c in stack.webs + stack.workers if not c.alive]
+    assert not dead, f"stack processes died: {dead}\n{stack.tails()}"
+
+
+@pytest.fixture
+def client(stack: Stack) -> Iterator[McpClient]:
+    """A raw client on replica A that declares the Tasks extension and elicitation."""
+    _assert_running(stack)
+    with McpClient(stack.url(0)) as raw:
+        yield raw
+    _assert_running(stack)
+
+
+@pytest.fixture
+def client_b(stack: Stack) -> Iterator[McpClient]:
+    """The same kind of client, on replica B."""
+    with McpClient(stack.url(1)) as raw:
+        yield raw

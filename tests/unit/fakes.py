@@ -1,0 +1,333 @@
+"""Helpers for the web-tier unit tests, without servers: the Falcon ASGI app over a fakeredis
+task store (the real Lua scripts run in fakeredis' Lua, through lupa), a recording producer, a
+fake worker that drives the store like a Celery worker would, and a small tool registry with one
+tool of each mode."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import falcon.testing
+import orjson
+from falcon.util.sync import async_to_sync
+
+from shared import store_calls
+from shared.async_store import AsyncTaskStore
+from shared.keys import task_ref
+from shared.records import TaskRecord
+from shared.settings import Settings
+from shared.store import TaskStore
+from shared.store_calls import Claim, InputPoll
+from shared.tools import Registry, ToolContext, elicitation, sampling
+
+PV = "2026-07-28"
+TASKS = "io.modelcontextprotocol/tasks"
+SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+OWNER = "anonymous"
+CONFIRM_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+
+# -- the test tool registry ----------------------------------------------------------------------
+registry = Registry()
+
+
+@registry.tool(task="optional", description="Echo text")
+def echo(ctx: ToolContext, text: str, times: int = 1) -> str:
+    return text * times
+
+
+@registry.tool(task="required", ttl_ms=None, poll_interval_ms=250)
+def forever(ctx: ToolContext, n: int = 0) -> int:
+    """A task-only tool whose tasks never expire."""
+    return n
+
+
+@registry.tool(task="required", ttl_ms=60_000, queue="slow")
+def slow(ctx: ToolContext) -> None:
+    return None
+
+
+@registry.tool(task="never")
+def quick(ctx: ToolContext, x: int = 0) -> int:
+    return x
+
+
+def _confirm(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"confirm": elicitation(f"Delete {arguments['target']}?", CONFIRM_SCHEMA)}
+
+
+@registry.tool(task="optional", ask_first=_confirm)
+def guarded(ctx: ToolContext, target: str) -> str:
+    return f"deleted {target}"
+
+
+def _survey(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "color": elicitation("Favourite colour?", {"type": "object", "properties": {}}),
+        "size": sampling([{"role": "user", "content": {"type": "text", "text": "size?"}}], 10),
+    }
+
+
+@registry.tool(task="optional", ask_first=_survey)
+def survey(ctx: ToolContext) -> str:
+    return "thanks"
+
+
+# -- envelope and headers ------------------------------------------------------------------------
+def meta(
+    *, opt_in: bool = True, caps: dict[str, Any] | None = None, version: str = PV
+) -> dict[str, Any]:
+    capabilities: dict[str, Any] = dict(caps or {})
+    if opt_in:
+        capabilities["extensions"] = {**capabilities.get("extensions", {}), TASKS: {}}
+    return {
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "unit", "version": "0"},
+    }
+
+
+def b64(text: str) -> str:
+    return "=?base64?" + base64.b64encode(text.encode()).decode() + "?="
+
+
+_NAME_PARAM = {
+    "tools/call": "name",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    content: bytes
+
+    @property
+    def body(self) -> Any:
+        return orjson.loads(self.content)
+
+    @property
+    def result(self) -> dict[str, Any]:
+        body = self.body
+        assert "error" not in body, body
+        return body["result"]  # type: ignore[no-any-return]
+
+    @property
+    def error(self) -> dict[str, Any]:
+        body = self.body
+        assert "result" not in body, body
+        return body["error"]  # type: ignore[no-any-return]
+
+    def code(self) -> tuple[int, int]:
+        """``(HTTP status, JSON-RPC error code)``."""
+        return self.status, self.error["code"]
+
+
+class ListHeaders:
+    """ASGI middleware for tests: appends ``raw`` headers verbatim (falcon.testing strips
+    values) and keeps the simulated client connected until the response is sent."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.raw: list[tuple[bytes, bytes]] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = [(bytes(k), bytes(v)) for k, v in scope["headers"]]
+            scope = {**scope, "headers": headers + self.raw}
+            self.raw = []
+
+        async def stay_connected() -> Any:
+            # falcon.testing "disconnects" as soon as the body is sent; a real client waits
+            # for its answer, and a real server then blocks receive() until the response.
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                await asyncio.Event().wait()
+            return message
+
+        await self.app(scope, stay_connected, send)
+
+
+@dataclass
+class Mcp:
+    """A JSON-RPC client over ``falcon.testing.TestClient`` that sends correct headers unless
+    told otherwise."""
+
+    client: falcon.testing.TestClient
+    shim: ListHeaders
+    store: AsyncTaskStore
+    inspect: TaskStore
+    producer: FakeProducer
+    worker: FakeWorker
+    settings: Settings
+
+    def raw(
+        self, body: bytes, headers: Any = None, method: str = "POST", verbatim: Any = ()
+    ) -> Reply:
+        """POST ``body``; ``verbatim`` ``(name, value)`` pairs reach the app untrimmed."""
+        hdrs = headers if headers is not None else self.headers("tools/list", {})
+        self.shim.raw = [(n.lower().encode(), v.encode("latin-1")) for n, v in verbatim]
+        result = self.client.simulate_request(method, "/mcp", body=body, headers=hdrs)
+        return Reply(result.status_code, dict(result.headers), result.content)
+
+    def headers(self, method: str, params: dict[str, Any], **extra: Any) -> dict[str, str]:
+        hdrs = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": PV,
+            "Mcp-Method": method,
+        }
+        param = _NAME_PARAM.get(method)
+        if param is not None and isinstance(params.get(param), str):
+            hdrs["Mcp-Name"] = params[param]
+        for key, value in extra.items():
+            name = key.replace("_", "-")
+            for existing in [h for h in hdrs if h.lower() == name.lower()]:
+                del hdrs[existing]
+            if value is not None:
+                hdrs[name] = value
+        return hdrs
+
+    def post(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        rid: Any = 1,
+        opt_in: bool = True,
+        caps: dict[str, Any] | None = None,
+        with_meta: bool = True,
+        verbatim: Any = (),
+        **headers: Any,
+    ) -> Reply:
+        """``headers``: ``Mcp_Name="x"`` overrides, ``Mcp_Name=None`` omits."""
+        params = dict(params or {})
+        if with_meta:
+            params.setdefault("_meta", meta(opt_in=opt_in, caps=caps))
+        message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+        hdrs = self.headers(method, params, **headers)
+        return self.raw(orjson.dumps(message), hdrs, verbatim=verbatim)
+
+    def call(self, tool: str, arguments: dict[str, Any] | None = None, **kw: Any) -> Reply:
+        params: dict[str, Any] = {"name": tool}
+        if arguments is not None:
+            params["arguments"] = arguments
+        params.update(kw.pop("extra", {}))
+        return self.post("tools/call", params, **kw)
+
+    def get(self, task_id: str, **kw: Any) -> Reply:
+        return self.post("tasks/get", {"taskId": task_id}, **kw)
+
+    def new_task(self, tool: str = "echo", arguments: dict[str, Any] | None = None) -> str:
+        if arguments is None and tool == "echo":
+            arguments = {"text": "hi"}
+        reply = self.call(tool, arguments)
+        assert reply.status == 200, reply.content
+        return str(reply.result["taskId"])
+
+    def record(self, task_id: str) -> TaskRecord | None:
+        return self.inspect.load(task_ref(task_id))
+
+
+# -- fakes ---------------------------------------------------------------------------------------
+@dataclass
+class FakeProducer:
+    """Records every enqueue (and whether the task was already persisted then) and revoke."""
+
+    store: AsyncTaskStore
+    calls: list[tuple[Any, ...]] = field(default_factory=list)
+    request_ids: list[str] = field(default_factory=list)
+    on_enqueue: Callable[[str, str, str], Awaitable[None]] | None = None
+    fail: bool = False
+
+    async def enqueue(self, tool: str, ref: str, queue: str, request_id: str = "") -> None:
+        persisted = bool(await self.store.redis.exists(self.store.keys.task(ref)))
+        self.calls.append(("enqueue", tool, ref, queue, persisted))
+        self.request_ids.append(request_id)
+        if self.fail:
+            raise ConnectionError("broker down")
+        if self.on_enqueue is not None:
+            await self.on_enqueue(tool, ref, queue)
+
+    async def revoke(self, ref: str) -> None:
+        self.calls.append(("revoke", ref))
+
+    @property
+    def enqueues(self) -> list[tuple[Any, ...]]:
+        return [c for c in self.calls if c[0] == "enqueue"]
+
+    @property
+    def revokes(self) -> list[str]:
+        return [c[1] for c in self.calls if c[0] == "revoke"]
+
+
+@dataclass
+class FakeWorker:
+    """A worker's side of the store, through the same Lua scripts (claim, ask, park, finish)."""
+
+    store: AsyncTaskStore
+
+    async def claim(self, ref: str) -> Claim:
+        return await self.store.run(store_calls.claim(self.store.keys, ref, 10_000))
+
+    async def ask(self, ref: str, gen: int, requests: dict[str, Any]) -> InputPoll:
+        return await self.store.run(store_calls.request_input(self.store.keys, ref, gen, requests))
+
+    async def park(self, ref: str, gen: int) -> str:
+        return await self.store.run(store_calls.park(self.store.keys, ref, gen))
+
+    async def finish(
+        self, ref: str, gen: int, status: str, payload: dict[str, Any], message: str = ""
+    ) -> str:
+        call = store_calls.finish(self.store.keys, ref, gen, status, payload, message)
+        return await self.store.run(call)
+
+    def runs(
+        self, outcome: Callable[[TaskRecord, dict[str, str]], tuple[str, dict[str, Any]]]
+    ) -> Callable[[str, str, str], Awaitable[None]]:
+        """An ``on_enqueue`` hook: claim the task at once and end it with ``outcome(record,
+        answers)`` -> ``(status, payload)``; status ``"ask"`` asks ``payload`` and parks."""
+
+        async def run(tool: str, ref: str, queue: str) -> None:
+            claim = await self.claim(ref)
+            assert claim.status == "OK" and claim.task is not None, claim
+            record = TaskRecord.from_hash(ref, claim.task)
+            status, payload = outcome(record, claim.answers or {})
+            if status == "ask":
+                poll = await self.ask(ref, claim.gen, payload)
+                assert poll.status == "OK", poll
+                assert await self.park(ref, claim.gen) == "PARKED"
+                return
+            message = str(payload.get("message", "")) if status == "failed" else ""
+            assert await self.finish(ref, claim.gen, status, payload, message) == "OK"
+
+        return run
+
+    # synchronous wrappers, for driving the store between requests
+    def claim_now(self, task_id: str) -> Claim:
+        return async_to_sync(self.claim, task_ref(task_id))
+
+    def ask_now(self, task_id: str, gen: int, requests: dict[str, Any]) -> InputPoll:
+        return async_to_sync(self.ask, task_ref(task_id), gen, requests)
+
+    def park_now(self, task_id: str, gen: int) -> str:
+        return async_to_sync(self.park, task_ref(task_id), gen)
+
+    def finish_now(self, task_id: str, gen: int, status: str, payload: dict[str, Any]) -> str:
+        message = str(payload.get("message", "")) if status == "failed" else ""
+        return async_to_sync(self.finish, task_ref(task_id), gen, status, payload, message)
+
+
+SETTINGS = Settings(
+    secret="unit-test-secret",
+    key_prefix="unit",
+    sync_timeout_s=2.0,
+    tools=(),
+    server_name="mcpq-unit",
+)

@@ -1,0 +1,150 @@
+"""`mcpq web|worker|flower|dev`: given flags and environment, then exactly this command is exec'd.
+
+No servers: `main()` gets a recording `execute` instead of `os.execvp`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from ops import cli, commands
+
+PY = sys.executable
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Recorder:
+    """Stands in for os.execvp and remembers what would have replaced the process."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def __call__(self, file: str, args: list[str]) -> None:
+        self.calls.append((file, list(args)))
+
+
+def run(argv: list[str], environ: Mapping[str, str] | None = None) -> list[str]:
+    recorder = Recorder()
+    assert cli.main(argv, execute=recorder, environ=environ or {}) == 0
+    [(file, args)] = recorder.calls
+    assert file == args[0] == PY
+    return args
+
+
+def gunicorn(bind: str, workers: int) -> list[str]:
+    return [PY, "-m", "gunicorn", "-c", "python:ops.gunicorn_conf",
+            "--bind", bind, "--workers", str(workers), "frontend.asgi:app"]  # fmt: skip
+
+
+def celery_worker(queues: str, concurrency: int, hostname: str) -> list[str]:
+    return [PY, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool", "prefork", "-E",
+            "--loglevel", "INFO", "-Q", queues, "-c", str(concurrency), "-n", hostname]  # fmt: skip
+
+
+def test_web_defaults_bind_all_interfaces_on_8000_with_two_workers() -> None:
+    assert run(["web"]) == gunicorn("0.0.0.0:8000", 2)
+
+
+def test_web_follows_port_and_web_concurrency_from_the_environment() -> None:
+    env = {"PORT": "5123", "WEB_CONCURRENCY": "5"}
+    assert run(["web"], env) == gunicorn("0.0.0.0:5123", 5)
+
+
+def test_web_flags_override_the_environment() -> None:
+    argv = ["web", "--port", "9001", "--host", "127.0.0.1"]
+    assert run(argv, {"PORT": "5123"}) == gunicorn("127.0.0.1:9001", 2)
+
+
+def test_web_brackets_an_ipv6_host() -> None:
+    assert run(["web", "--host", "::1", "--port", "8080"]) == gunicorn("[::1]:8080", 2)
+
+
+def test_worker_defaults_consume_the_mcpq_queue_with_four_processes() -> None:
+    assert run(["worker"]) == celery_worker("mcpq", 4, "mcpq-mcpq@%h")
+
+
+def test_worker_follows_queues_and_concurrency_from_the_environment() -> None:
+    env = {"MCPQ_QUEUES": "bulk, gpu", "MCPQ_WORKER_CONCURRENCY": "8"}
+    assert run(["worker"], env) == celery_worker("bulk,gpu", 8, "mcpq-bulk-gpu@%h")
+
+
+def test_worker_flags_override_the_environment() -> None:
+    argv = ["worker", "--queues", "bulk", "--concurrency", "2", "--hostname", "w1@%h"]
+    assert run(argv, {"MCPQ_QUEUES": "gpu"}) == celery_worker("bulk", 2, "w1@%h")
+
+
+def test_flower_defaults_to_5555_unless_port_is_set() -> None:
+    flower = [PY, "-m", "celery", "-A", "workers.celery_app", "flower"]
+    assert run(["flower"]) == [*flower, "--port=5555"]
+    assert run(["flower"], {"PORT": "6001"}) == [*flower, "--port=6001"]
+    assert run(["flower", "--port", "7001"], {"PORT": "6001"}) == [*flower, "--port=7001"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["web", "--port", "0"], ["web", "--port", "70000"], ["worker", "--concurrency", "0"], []],
+)
+def test_bad_flags_exit_with_usage_error(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv, execute=Recorder(), environ={})
+    assert exited.value.code == 2
+
+
+def test_a_bad_environment_value_is_a_usage_error_not_a_traceback() -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["web"], execute=Recorder(), environ={"WEB_CONCURRENCY": "many"})
+    assert exited.value.code == 2
+
+
+def test_dev_options_default_to_port_8000_with_a_worker_and_no_flower() -> None:
+    args = cli.build_parser().parse_args(["dev"])
+    assert (args.port, args.no_worker, args.flower, args.flower_port) == (8000, False, False, 5555)
+    args = cli.build_parser().parse_args(["dev", "--port", "8123", "--no-worker", "--flower"])
+    assert (args.port, args.no_worker, args.flower) == (8123, True, True)
+
+
+def test_dev_children_are_mcpq_commands_of_the_same_interpreter() -> None:
+    mcpq = [PY, "-m", "ops.cli"]
+    assert commands.dev_web_command(8123) == [
+        *mcpq, "web", "--port", "8123", "--host", "127.0.0.1"
+    ]  # fmt: skip
+    assert commands.dev_worker_command() == [*mcpq, "worker"]
+    assert commands.dev_flower_command(5556) == [*mcpq, "flower", "--port", "5556"]
+
+
+def test_gunicorn_conf_uses_the_uvicorn_worker_and_only_known_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gunicorn_config = pytest.importorskip("gunicorn.config")
+    monkeypatch.setenv("PORT", "8765")
+    monkeypatch.setenv("WEB_CONCURRENCY", "3")
+    conf = importlib.reload(importlib.import_module("ops.gunicorn_conf"))
+    known = {setting.name for setting in gunicorn_config.KNOWN_SETTINGS}
+    public = {name for name in vars(conf) if not name.startswith("_")}
+    imported = {"annotations", "os", "Any", "Settings"}
+    assert public - imported <= known, public - imported - known
+    assert conf.worker_class == "uvicorn_worker.UvicornWorker"
+    assert conf.wsgi_app == "frontend.asgi:app"
+    assert (conf.bind, conf.workers) == (["0.0.0.0:8765"], 3)
+    assert 0 < conf.graceful_timeout < 30  # inside Heroku's SIGTERM-to-SIGKILL window
+    assert callable(conf.post_fork)
+
+
+def test_mcpq_is_runnable_as_a_module() -> None:
+    done = subprocess.run(
+        [PY, "-m", "ops.cli", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    for command in ("web", "worker", "flower", "dev"):
+        assert command in done.stdout
