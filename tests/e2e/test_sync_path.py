@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import httpx
 import pytest
 
@@ -109,3 +111,20 @@ def test_abandoned_sync_call_stops_its_run(stack: Stack) -> None:
         assert "'cancelled'" in line, line
     finally:  # leave the worker slot free for the next tests
         stack.worker.wait_for_log(f"slow_compute[{ref}] succeeded", timeout=15)
+
+
+def test_a_waiting_sync_call_does_not_block_other_requests(stack: Stack) -> None:
+    # Given one web process (one event loop) and a synchronous call that waits 3 s for its worker
+    url = stack.url(0)
+    with McpClient(url) as waiting, McpClient(url) as other, ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(
+            waiting.call_tool, "slow_compute", {"seconds": 3, "label": "held"}, tasks=False
+        )
+        wait_until(lambda: pending.running(), timeout=5, message="the sync call to start")
+        # When other clients call meanwhile, then each is answered at once
+        task_id = other.create_task("slow_compute", {"seconds": 0, "label": "meanwhile"})["taskId"]
+        latencies = [other.get(task_id).elapsed_s for _ in range(20)]
+        assert not pending.done(), "the sync call should still be waiting"
+        assert max(latencies) < 1.0, latencies
+        # And the waiting call still gets its result
+        assert text_of(pending.result(timeout=30).result) == "held: computed in 3s"
