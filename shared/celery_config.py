@@ -31,6 +31,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_default_queue": settings.default_queue,
         "task_create_missing_queues": True,
         "broker_connection_retry_on_startup": True,
+        "broker_connection_retry": True,
+        "broker_connection_max_retries": None,  # a Redis outage never stops a worker for good
         "broker_transport_options": {
             "visibility_timeout": settings.visibility_timeout_s,
             "socket_timeout": 5,
