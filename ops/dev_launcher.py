@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TextIO
+from urllib.parse import urlsplit, urlunsplit
 
 from ops import commands
 from ops.redis_binary import RedisBinaryError, RedisProcess
@@ -126,8 +127,17 @@ def _start_redis(supervisor: Supervisor) -> RedisProcess:
     return redis
 
 
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (no secrets in logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 def _start_app(supervisor: Supervisor, options: DevOptions, env: Mapping[str, str]) -> list[Child]:
-    supervisor.say("mcpq", f"REDIS_URL={env['REDIS_URL']}")
+    supervisor.say("mcpq", f"REDIS_URL={redact_url(env['REDIS_URL'])}")
     children = [supervisor.spawn("web", commands.dev_web_command(options.port), env)]
     if options.worker:
         children.append(supervisor.spawn("worker", commands.dev_worker_command(), env))
