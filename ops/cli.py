@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     flower = sub.add_parser("flower", help="run the Flower dashboard")
     flower.add_argument("--port", type=port_number, help="default: $PORT or 5555")
 
+    redis = sub.add_parser("redis", help="run a local, non-persistent Redis (Procfile.dev)")
+    redis.add_argument("--port", type=port_number, default=6390, help="default: 6390")
+
     status = sub.add_parser("status", help="queue depths, workers, task counts (no task ids)")
     status.add_argument("--no-ping", action="store_true", help="skip the Celery ping")
 
@@ -80,6 +83,10 @@ def exec_argv(
         return commands.worker_command(
             queues=queues, concurrency=concurrency, hostname=args.hostname
         )
+    if args.command == "redis":
+        from ops.redis_binary import find_redis_server
+
+        return commands.redis_command(find_redis_server(), port=args.port)
     if args.command == "flower":
         default = settings.port if "PORT" in environ else commands.DEFAULT_FLOWER_PORT
         return commands.flower_command(port=args.port or default)

@@ -68,6 +68,16 @@ def dev_worker_command() -> list[str]:
     return _mcpq("worker")
 
 
+def dev_bulk_worker_command() -> list[str]:
+    """`mcpq dev`'s second pool: the `bulk` queue (tools declared with `queue="bulk"`)."""
+    return _mcpq("worker", "--queues", "bulk", "--concurrency", "1")
+
+
+def redis_command(executable: str, *, port: int, host: str = "127.0.0.1") -> list[str]:
+    """A throw-away local Redis (no persistence) for `honcho start -f Procfile.dev`."""
+    return [executable, "--port", str(port), "--bind", host, "--save", "", "--appendonly", "no"]
+
+
 def dev_flower_command(port: int) -> list[str]:
     """`mcpq dev --flower`'s dashboard child."""
     return _mcpq("flower", "--port", str(port))

@@ -141,6 +141,7 @@ def _start_app(supervisor: Supervisor, options: DevOptions, env: Mapping[str, st
     children = [supervisor.spawn("web", commands.dev_web_command(options.port), env)]
     if options.worker:
         children.append(supervisor.spawn("worker", commands.dev_worker_command(), env))
+        children.append(supervisor.spawn("bulk", commands.dev_bulk_worker_command(), env))
     if options.flower:
         flower = commands.dev_flower_command(options.flower_port)
         children.append(supervisor.spawn("flower", flower, env))

@@ -15,7 +15,11 @@ from shared.errors import ToolError
 from shared.tools import ToolContext, tool
 
 
-@tool(task="optional", description="Builds a report in several steps, reporting progress.")
+@tool(
+    task="optional",
+    queue="bulk",
+    description="Builds a report in several steps, reporting progress (runs on the bulk pool).",
+)
 def build_report(
     ctx: ToolContext, topic: str, steps: int = 5, step_seconds: float = 1.0
 ) -> dict[str, Any]:
