@@ -27,7 +27,8 @@ log = logging.getLogger("mcpq.sweeper")
 
 def sweep_once(app: Celery, store: TaskStore, settings: Settings, token: str) -> int:
     """One sweep under the lock; returns how many runs were enqueued again."""
-    lock_ms = int(max(settings.sweep_interval_s * 3, 5) * 1000)
+    # NOTE: short, so a dead holder delays recovery by at most about two sweep intervals.
+    lock_ms = int(max(settings.sweep_interval_s * 2, 1.0) * 1000)
     lock = store.keys.sweeper_lock
     held = store.redis.set(lock, token, nx=True, px=lock_ms) or store.redis.get(lock) == token
     if not held:

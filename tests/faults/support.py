@@ -19,7 +19,7 @@ from __future__ import annotations
 import signal
 import statistics
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ AOF_ARGS: tuple[str, ...] = ("--save", "", "--appendonly", "yes", "--appendfsync
 FAULT_KNOBS = {**FAST_KNOBS, "MCPQ_UNCLAIMED_AFTER_S": "2"}
 
 KEYS = Keys()
+GAUGES = ("state:working", "state:input_required", "parked", "inputs")
 ACCEPT = {"action": "accept", "content": {"ok": True}}
 
 
@@ -125,6 +126,11 @@ class FaultStack(Stack):
         with self.redis_client() as client:
             return client.hgetall(KEYS.stats)  # type: ignore[return-value]
 
+    def open_gauges(self) -> dict[str, int]:
+        """The stats gauges of non-terminal tasks (all zero once every task has ended)."""
+        stats = self.stats()
+        return {name: int(stats.get(name, 0)) for name in GAUGES}
+
     def close(self, *, check: bool = True) -> None:
         super().close(check=check)
         if check:
@@ -154,6 +160,10 @@ def percentile(samples: list[float], q: float) -> float:
     if len(ordered) == 1:
         return ordered[0]
     return statistics.quantiles(ordered, n=100, method="inclusive")[int(q) - 1]
+
+
+MakeStack = Callable[..., FaultStack]
+"""The ``make_stack`` fixture: ``make_stack(webs=1, workers=2, env={...}, aof=False)``."""
 
 
 class TaskWatch:
@@ -190,7 +200,13 @@ class TaskWatch:
     def open_tasks(self) -> list[str]:
         return [t for t in self.keys if self.last.get(t, {}).get("status") not in TERMINAL]
 
-    def wait_all(self, *statuses: str, timeout: float, task_ids: list[str] | None = None) -> None:
+    def wait_all(
+        self,
+        *statuses: str,
+        timeout: float,
+        task_ids: list[str] | None = None,
+        interval: float = 0.1,
+    ) -> None:
         wanted = list(self.keys if task_ids is None else task_ids)
 
         def done() -> bool:
@@ -200,7 +216,7 @@ class TaskWatch:
             return all(self.last[t]["status"] in statuses for t in wanted)
 
         try:
-            wait_until(done, timeout=timeout, interval=0.1, message=f"all in {statuses}")
+            wait_until(done, timeout=timeout, interval=interval, message=f"all in {statuses}")
         except TimeoutError as exc:
             left = {t[:8]: self.last[t]["status"] for t in wanted if t in self.last}
             left = {k: v for k, v in left.items() if v not in statuses}
@@ -212,8 +228,10 @@ __all__ = [
     "AOF_ARGS",
     "FAULT_KNOBS",
     "FAULT_TOOLS",
+    "GAUGES",
     "KEYS",
     "FaultStack",
+    "MakeStack",
     "TaskWatch",
     "lines",
     "percentile",

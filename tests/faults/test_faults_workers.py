@@ -1,0 +1,180 @@
+"""Worker death: a task survives the loss of the worker running it, without repeating effects.
+
+Every stack here has two workers from the start; the one that received the task's message is
+killed as a whole (its Celery main process and every pool child, i.e. its process group), and the
+other one, already running, must take the task over:
+
+- SIGKILL: nothing is handed back; the run's lease (``MCPQ_LEASE_S=2``, renewed every 0.5 s)
+  expires and the sweeper (every second) enqueues the task again. When the dead worker held the
+  sweeper lock (the first worker started usually does, and usually gets the task), the survivor
+  can sweep only once that lock expires: its TTL is ``max(3 x interval, 5 s)``, so here resumes
+  take about 5 s rather than 3;
+- SIGTERM to every process, as Heroku does, with ``REMAP_SIGTERM=SIGQUIT`` (what ``mcpq worker``
+  sets): the pool child hands its run back at once, long before the (here 30 s) lease expires.
+
+The resumed start is the survivor's ``claim``: the task hash's ``runs`` counter going to 2.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import Child, McpClient, text_of, wait_until
+from tests.faults.support import (
+    ACCEPT,
+    KEYS,
+    FaultStack,
+    MakeStack,
+    TaskWatch,
+    lines,
+    ref_of,
+    wait_runs,
+)
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(90)]
+
+KILL_KNOBS = {"MCPQ_LEASE_S": "2"}
+
+
+def _victim_and_survivor(stack: FaultStack, tool: str, ref: str) -> tuple[Child, Child]:
+    victims = wait_until(
+        lambda: stack.worker_that_received(tool, ref), timeout=10, message="the worker running it"
+    )
+    assert len(victims) == 1, [v.name for v in victims]
+    (victim,) = victims
+    (survivor,) = [w for w in stack.workers if w is not victim]
+    return victim, survivor
+
+
+def test_sigkill_of_a_whole_worker_mid_tool(make_stack: MakeStack) -> None:
+    stack = make_stack(workers=2, env=KILL_KNOBS)
+    with McpClient(stack.url(0)) as client:
+        task_id = client.create_task("slow_compute", {"seconds": 4, "label": "survivor"})["taskId"]
+        ref = ref_of(task_id)
+        wait_until(
+            lambda: client.task(task_id).get("statusMessage") == "computing survivor",
+            timeout=15,
+            message="the run started",
+        )
+        victim, survivor = _victim_and_survivor(stack, "slow_compute", ref)
+        assert stack.hash_of(ref)["runs"] == "1"
+
+        killed_at = stack.kill_group(victim, signal.SIGKILL)
+        resumed_at = wait_runs(stack, ref, 2, timeout=30)
+        stack.reap(victim)
+        done = client.wait_for_status(task_id, "completed", timeout=30, interval=0.1)
+        print(
+            f"\n[worker SIGKILL] kill -> resumed start (claim on {survivor.name}): "
+            f"{resumed_at - killed_at:.2f}s; kill -> completed: {time.monotonic() - killed_at:.2f}s"
+        )
+        assert text_of(done["result"]) == "survivor: computed in 4s"
+        assert stack.worker_that_received("slow_compute", ref) == [survivor]
+        assert stack.hash_of(ref)["runs"] == "2", "exactly one recovered run"
+        assert resumed_at - killed_at < 10, (
+            "resumed within seconds (lease 2 s, lock 5 s, sweep 1 s)"
+        )
+
+
+def test_sigkill_while_waiting_for_an_answer_asks_once(
+    make_stack: MakeStack, tmp_path: Path
+) -> None:
+    # A long hold: the run keeps waiting in its slot (not parked) when its worker dies.
+    stack = make_stack(workers=2, env={**KILL_KNOBS, "MCPQ_INPUT_HOLD_S": "60"})
+    calls = tmp_path / "calls.txt"
+    with McpClient(stack.url(0)) as client:
+        task_id = client.create_task("ask_once", {"calls": str(calls), "label": "deploy"})["taskId"]
+        ref = ref_of(task_id)
+        watch = TaskWatch(client)
+        watch.add([task_id])
+        watch.wait_all("input_required", timeout=15)
+        (key,) = watch.keys[task_id]
+        assert stack.hash_of(ref)["parked"] == "0", "the run still waits in its slot"
+        victim, survivor = _victim_and_survivor(stack, "ask_once", ref)
+
+        killed_at = stack.kill_group(victim, signal.SIGKILL)
+        ack = client.update(task_id, {key: ACCEPT})  # the answer arrives after the kill
+        assert ack.result["resultType"] == "complete"
+        answered_at = time.monotonic()
+        watch.wait_all("completed", timeout=30, interval=0.02)
+        resumed_at = wait_runs(stack, ref, 2, timeout=1)
+        stack.reap(victim)
+        print(
+            f"\n[SIGKILL while waiting for input] answered {answered_at - killed_at:.2f}s after "
+            f"the kill; the replay was claimed by {survivor.name} "
+            f"{resumed_at - killed_at:.2f}s after the kill (runs={stack.hash_of(ref)['runs']})"
+        )
+        assert watch.keys[task_id] == {key}, "the client saw one question over the task's life"
+        after = [keys for at, keys in watch.key_log[task_id] if at > answered_at]
+        assert not after, f"asked again after the answer: {after}"
+        assert text_of(watch.last[task_id]["result"]) == "deploy: yes"
+        assert set(stack.open_gauges().values()) == {0}, stack.open_gauges()
+        assert lines(calls) == ["deploy", "deploy"], "the question ran once per run"
+        assert stack.hash_of(ref)["runs"] == "2"
+        with stack.redis_client() as r:
+            assert r.hkeys(KEYS.answers(ref)) == [key]
+
+
+def test_step_side_effect_runs_once_across_a_kill(make_stack: MakeStack, tmp_path: Path) -> None:
+    stack = make_stack(workers=2, env=KILL_KNOBS)
+    effect, calls = tmp_path / "effect.txt", tmp_path / "calls.txt"
+    args = {"path": str(effect), "seconds": 3, "calls": str(calls)}
+    with McpClient(stack.url(0)) as client:
+        task_id = client.create_task("step_then_sleep", args)["taskId"]
+        ref = ref_of(task_id)
+        with stack.redis_client() as r:
+            wait_until(
+                lambda: r.hexists(KEYS.steps(ref), "effect"), timeout=15, message="step stored"
+            )
+        assert lines(effect) == ["effect"]
+        victim, survivor = _victim_and_survivor(stack, "step_then_sleep", ref)
+
+        killed_at = stack.kill_group(victim, signal.SIGKILL)
+        resumed_at = wait_runs(stack, ref, 2, timeout=30)
+        stack.reap(victim)
+        done = client.wait_for_status(task_id, "completed", timeout=30, interval=0.1)
+        print(
+            f"\n[step tool SIGKILL] kill -> resumed start on {survivor.name}: "
+            f"{resumed_at - killed_at:.2f}s; effect lines: {len(lines(effect))}; "
+            f"tool body runs: {len(lines(calls))}"
+        )
+        assert lines(effect) == ["effect"], "the step's side effect ran exactly once"
+        assert lines(calls) == ["call", "call"], "the body itself ran once per run"
+        assert text_of(done["result"]) == "effect written (line 1), slept 3s"
+        assert stack.hash_of(ref)["runs"] == "2"
+
+
+def test_heroku_sigterm_hands_the_run_over_at_once(make_stack: MakeStack, tmp_path: Path) -> None:
+    # A 30 s lease: a takeover within a few seconds can only come from the hand-back.
+    stack = make_stack(workers=0, env={"MCPQ_LEASE_S": "30"})
+    for _ in range(2):
+        stack.start_worker_with(REMAP_SIGTERM="SIGQUIT")
+    effect = tmp_path / "effect.txt"
+    with McpClient(stack.url(0)) as client:
+        args = {"path": str(effect), "seconds": 4}
+        task_id = client.create_task("step_then_sleep", args)["taskId"]
+        ref = ref_of(task_id)
+        wait_until(
+            lambda: client.task(task_id).get("statusMessage") == "stepped",
+            timeout=15,
+            message="the run is past its step",
+        )
+        victim, survivor = _victim_and_survivor(stack, "step_then_sleep", ref)
+
+        terminated_at = stack.kill_group(victim, signal.SIGTERM)
+        taken_at = wait_runs(stack, ref, 2, timeout=25)
+        stack.reap(victim, timeout=20)
+        exited_at = time.monotonic()
+        done = client.wait_for_status(task_id, "completed", timeout=30, interval=0.1)
+        print(
+            f"\n[Heroku SIGTERM] SIGTERM -> taken by {survivor.name}: "
+            f"{taken_at - terminated_at:.2f}s (lease 30 s); victim exited after "
+            f"{exited_at - terminated_at:.2f}s"
+        )
+        assert taken_at - terminated_at < 8, "well before the 30 s lease would expire"
+        assert stack.worker_that_received("step_then_sleep", ref) == [survivor]
+        assert lines(effect) == ["effect"]
+        assert text_of(done["result"]) == "effect written (line 1), slept 4s"
