@@ -69,7 +69,7 @@ class Settings:
     cancel_grace_s: float = field(
         default=5.0, metadata={"env": "MCPQ_CANCEL_GRACE_S", "parse": float}
     )
-    lease_s: float = field(default=10.0, metadata={"env": "MCPQ_LEASE_S", "parse": float})
+    lease_s: float = field(default=5.0, metadata={"env": "MCPQ_LEASE_S", "parse": float})
     unclaimed_after_s: float = field(
         default=30.0, metadata={"env": "MCPQ_UNCLAIMED_AFTER_S", "parse": float}
     )

@@ -11,7 +11,14 @@ from collections.abc import Iterator
 import pytest
 
 from tests.e2e.harness import FAST_KNOBS
-from tests.ops.ops_harness import BULK_NODE, MCPQ_NODE, Flower, OpsClient, OpsStack
+from tests.ops.ops_harness import (
+    BULK_NODE,
+    MCPQ_NODE,
+    Flower,
+    OpsClient,
+    OpsStack,
+    wait_flower_sees,
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -42,7 +49,7 @@ def ops_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpsStack]:
 def flower(ops_stack: OpsStack) -> Iterator[Flower]:
     api = Flower(ops_stack.flower_url)
     with OpsClient(ops_stack.url()) as client:
-        ops_stack.wait_flower_sees(client, api)
+        wait_flower_sees(client, api)
     yield api
     api.close()
 
