@@ -21,12 +21,6 @@ from tests.ops.ops_harness import (
 )
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "ops: operations layer (Procfile formations, pools, Flower, metrics, logs)"
-    )
-
-
 @pytest.fixture(scope="session")
 def ops_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpsStack]:
     stack = OpsStack("ops", tmp_path_factory.mktemp("ops-stack"), env=dict(FAST_KNOBS))
