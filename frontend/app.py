@@ -115,7 +115,8 @@ def create_app(
     app.add_route("/mcp", McpResource(McpEndpoint(services)))
     app.add_route("/healthz", HealthResource())
     app.add_route("/readyz", ReadyResource(services.store, settings))
-    app.add_route("/metrics", MetricsResource(services.store, settings))
+    queues = sorted({settings.default_queue, *(t.queue for t in tools.tools.values() if t.queue)})
+    app.add_route("/metrics", MetricsResource(services.store, settings, queues))
     return AsgiAdapter(app)
 
 

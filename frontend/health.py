@@ -52,16 +52,33 @@ class ReadyResource:
 
 
 class MetricsResource:
-    def __init__(self, store: AsyncTaskStore, settings: Settings) -> None:
-        self.store, self.settings = store, settings
+    def __init__(self, store: AsyncTaskStore, settings: Settings, queues: list[str]) -> None:
+        self.store, self.settings, self.queues = store, settings, queues
+
+    async def snapshot(self) -> metrics.Snapshot:
+        """Counters, queue depths, live workers and the oldest unfinished task: one round trip."""
+        keys, now_ms = self.store.keys, time.time() * 1000
+        since = now_ms - self.settings.ready_worker_window_s * 1000
+        async with self.store.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(keys.stats)
+            pipe.zcount(keys.workers, since, "+inf")
+            pipe.zrange(keys.active, 0, 0, withscores=True)
+            for queue in self.queues:
+                pipe.llen(queue)
+            stats, workers, oldest, *depths = await pipe.execute()
+        return metrics.Snapshot(
+            stats={str(k): str(v) for k, v in stats.items()},
+            queues=dict(zip(self.queues, map(int, depths), strict=True)),
+            workers_alive=int(workers),
+            oldest_unfinished_s=max(0.0, (now_ms - oldest[0][1]) / 1000) if oldest else 0.0,
+        )
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        stats: dict[str, str] = {}
+        snapshot = metrics.Snapshot()
         try:
             async with asyncio.timeout(self.settings.redis_timeout_s):
-                raw = await self.store.redis.hgetall(self.store.keys.stats)
-                stats = {str(k): str(v) for k, v in raw.items()}
+                snapshot = await self.snapshot()
         except _DOWN:
             metrics.STORE_ERRORS.inc()
-        resp.data = metrics.render(stats, bool(self.settings.prometheus_multiproc_dir))
+        resp.data = metrics.render(snapshot, bool(self.settings.prometheus_multiproc_dir))
         resp.content_type = metrics.CONTENT_TYPE

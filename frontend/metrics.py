@@ -7,6 +7,8 @@ that the Lua scripts keep in Redis (``{mcpq}:stats``), read in one round trip pe
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -30,11 +32,22 @@ LATENCY = Histogram(
 STORE_ERRORS = Counter("mcpq_store_errors", "Requests that found the task store unavailable")
 
 
-class StatsCollector(Collector):
-    """Task counters from the Redis stats hash (one snapshot per scrape)."""
+@dataclass
+class Snapshot:
+    """What one scrape read from Redis, in one round trip."""
 
-    def __init__(self, stats: dict[str, str]) -> None:
-        self.stats = stats
+    stats: dict[str, str] = field(default_factory=dict)
+    queues: dict[str, int] = field(default_factory=dict)
+    workers_alive: int = 0
+    oldest_unfinished_s: float = 0.0
+
+
+class StatsCollector(Collector):
+    """Deployment-wide gauges and counters from Redis (the same on every web replica)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.stats = snapshot.stats
 
     def collect(self):  # type: ignore[no-untyped-def]
         outcomes = {
@@ -47,8 +60,8 @@ class StatsCollector(Collector):
             "mcpq_tasks_in_state", "Tasks now in each state", labels=["state"]
         )
         inputs = 0
-        for field, raw in self.stats.items():
-            kind, _, label = field.partition(":")
+        for name, raw in self.stats.items():
+            kind, _, label = name.partition(":")
             value = int(raw)
             if kind in outcomes:
                 outcomes[kind].add_metric([label], value)
@@ -61,14 +74,34 @@ class StatsCollector(Collector):
         yield GaugeMetricFamily(
             "mcpq_input_requests_outstanding", "Input requests awaiting answers", value=inputs
         )
+        parked = max(int(self.stats.get("parked", 0)), 0)
+        yield GaugeMetricFamily(
+            "mcpq_tasks_parked", "Tasks waiting for input with no worker slot", value=parked
+        )
+        depth = GaugeMetricFamily(
+            "mcpq_queue_depth", "Runs waiting in each Celery queue", labels=["queue"]
+        )
+        for queue, waiting in self.snapshot.queues.items():
+            depth.add_metric([queue], waiting)
+        yield depth
+        yield GaugeMetricFamily(
+            "mcpq_workers_alive",
+            "Worker nodes with a recent heartbeat",
+            value=self.snapshot.workers_alive,
+        )
+        yield GaugeMetricFamily(
+            "mcpq_oldest_unfinished_task_seconds",
+            "Age of the oldest task not yet completed, failed or cancelled",
+            value=self.snapshot.oldest_unfinished_s,
+        )
 
 
-def render(stats: dict[str, str], multiprocess_mode: bool) -> bytes:
+def render(snapshot: Snapshot, multiprocess_mode: bool) -> bytes:
     registry = CollectorRegistry()
     if multiprocess_mode:
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     else:
         for collector in (REQUESTS, LATENCY, STORE_ERRORS):
             registry.register(collector)
-    registry.register(StatsCollector(stats))
+    registry.register(StatsCollector(snapshot))
     return generate_latest(registry)

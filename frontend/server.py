@@ -83,6 +83,7 @@ class McpEndpoint:
         if code is not None:
             fields["error_code"] = code
         method = rpc.method if rpc is not None and rpc.method in METHODS else "other"
+        fields.setdefault("method", method)
         metrics.REQUESTS.labels(method, str(reply.status)).inc()
         metrics.LATENCY.labels(method).observe(fields["latency_ms"] / 1000)
         if reply.status == 503:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from ops import commands
 from shared.settings import Settings
@@ -57,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     flower.add_argument("--port", type=port_number, help="default: $PORT or 5555")
 
     redis = sub.add_parser("redis", help="run a local, non-persistent Redis (Procfile.dev)")
-    redis.add_argument("--port", type=port_number, default=6390, help="default: 6390")
+    redis.add_argument("--port", type=port_number, help="default: the port of $REDIS_URL")
 
     status = sub.add_parser("status", help="queue depths, workers, task counts (no task ids)")
     status.add_argument("--no-ping", action="store_true", help="skip the Celery ping")
@@ -81,26 +84,43 @@ def exec_argv(
         queues = args.queues or ",".join(settings.worker_queues)
         concurrency = args.concurrency or settings.worker_concurrency
         return commands.worker_command(
-            queues=queues, concurrency=concurrency, hostname=args.hostname
+            queues=queues,
+            concurrency=concurrency,
+            hostname=args.hostname,
+            instance=settings.instance,
         )
     if args.command == "redis":
         from ops.redis_binary import find_redis_server
 
-        return commands.redis_command(find_redis_server(), port=args.port)
+        port = args.port or urlsplit(settings.redis_url).port or 6379
+        return commands.redis_command(find_redis_server(), port=port)
     if args.command == "flower":
         default = settings.port if "PORT" in environ else commands.DEFAULT_FLOWER_PORT
         return commands.flower_command(port=args.port or default)
     raise ValueError(f"{args.command!r} is not an exec'ing command")
 
 
-def exec_environment(command: str, environ: Mapping[str, str]) -> dict[str, str]:
+def metrics_dir(command: str, argv: Sequence[str]) -> str:
+    """One prometheus-client multiprocess directory per server (named after its port or Celery
+    node), emptied at each start: no stale series, and restarts do not pile up directories."""
+    key = argv[argv.index("--bind") + 1] if "--bind" in argv else argv[argv.index("-n") + 1]
+    safe = "".join(c if c.isalnum() or c in "-." else "_" for c in key)
+    path = Path(tempfile.gettempdir()) / f"mcpq-metrics-{command}-{safe}"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return str(path)
+
+
+def exec_environment(
+    command: str, environ: Mapping[str, str], argv: Sequence[str]
+) -> dict[str, str]:
     """Variables the exec'd server needs besides the caller's: a fresh prometheus-client
     multiprocess directory (so every gunicorn worker or pool process reports together), and for
     workers Heroku-style shutdown: SIGTERM becomes Celery's cold shutdown, which hands running
     jobs back at once instead of waiting for them."""
     extra: dict[str, str] = {}
     if command in {"web", "worker"} and not environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        extra["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix=f"mcpq-{command}-metrics-")
+        extra["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir(command, argv)
     if command == "worker" and "REMAP_SIGTERM" not in environ:
         extra["REMAP_SIGTERM"] = "SIGQUIT"
     return extra
@@ -132,7 +152,7 @@ def main(
         return 0
     command = exec_argv(args, settings, env)
     if environ is None:
-        os.environ.update(exec_environment(args.command, env))
+        os.environ.update(exec_environment(args.command, env, command))
     sys.stdout.flush()
     sys.stderr.flush()
     execute(command[0], command)

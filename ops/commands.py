@@ -31,12 +31,17 @@ def web_command(*, port: int, workers: int, host: str = "0.0.0.0") -> list[str]:
     ]  # fmt: skip
 
 
-def default_worker_hostname(queues: str) -> str:
-    """`mcpq-<queues>@%h`: one node name per queue formation, so Flower tells pools apart."""
-    return f"mcpq-{queues.replace(',', '-')}@%h"
+def default_worker_hostname(queues: str, instance: str = "") -> str:
+    """`mcpq-<queues>@%h`, or `mcpq-<queues>.<instance>@%h` when the platform names the
+    instance (`worker_bulk.2`): one node name per process, so Flower tells pools and instances
+    apart."""
+    name = f"mcpq-{queues.replace(',', '-')}"
+    return f"{name}.{instance}@%h" if instance else f"{name}@%h"
 
 
-def worker_command(*, queues: str, concurrency: int, hostname: str | None = None) -> list[str]:
+def worker_command(
+    *, queues: str, concurrency: int, hostname: str | None = None, instance: str = ""
+) -> list[str]:
     """A Celery prefork worker consuming `queues`, sending task events (Flower needs them)."""
     return [
         sys.executable, "-m", "celery", "-A", CELERY_APP, "worker",
@@ -45,7 +50,7 @@ def worker_command(*, queues: str, concurrency: int, hostname: str | None = None
         "--loglevel", "INFO",
         "-Q", queues,
         "-c", str(concurrency),
-        "-n", hostname or default_worker_hostname(queues),
+        "-n", hostname or default_worker_hostname(queues, instance),
     ]  # fmt: skip
 
 

@@ -6,16 +6,15 @@ import time
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
-import redis.exceptions as rexc
 
 from shared import scripts, store_calls
-from shared.errors import StoreUnavailable, TaskNotFound
+from shared.errors import TaskNotFound
 from shared.keys import Keys
 from shared.records import TaskRecord
 from shared.store_calls import NewTask, ScriptCall
+from shared.store_errors import store_errors
 
 T = TypeVar("T")
-_DOWN = (rexc.ConnectionError, rexc.TimeoutError, OSError)
 
 
 class AsyncTaskStore:
@@ -27,10 +26,8 @@ class AsyncTaskStore:
         }
 
     async def run(self, call: ScriptCall[T]) -> T:
-        try:
+        with store_errors():
             reply = await self._scripts[call.script](keys=call.keys, args=call.args)
-        except _DOWN as exc:
-            raise StoreUnavailable() from exc
         return call.parse(reply)
 
     async def create(self, task: NewTask, unclaimed_ms: int) -> int | None:
@@ -49,13 +46,11 @@ class AsyncTaskStore:
 
     async def get(self, ref: str, owner: str) -> tuple[TaskRecord, dict[str, str]]:
         """The task and its outstanding input requests, in one round trip (MULTI/EXEC)."""
-        try:
+        with store_errors():
             async with self.redis.pipeline(transaction=True) as pipe:
                 pipe.hgetall(self.keys.task(ref))
                 pipe.hgetall(self.keys.inputs(ref))
                 task, inputs = await pipe.execute()
-        except _DOWN as exc:
-            raise StoreUnavailable() from exc
         if not task or task.get("owner") != owner:
             raise TaskNotFound()
         return TaskRecord.from_hash(ref, task), inputs
@@ -68,10 +63,8 @@ class AsyncTaskStore:
         """
         deadline = time.monotonic() + timeout_s
         while (left := deadline - time.monotonic()) > 0:
-            try:
+            with store_errors():
                 item = await self.redis.blpop([self.keys.done(ref)], timeout=min(1.0, left))
-            except _DOWN as exc:
-                raise StoreUnavailable() from exc
             if item is not None:
                 return str(item[1])
         return None

@@ -6,6 +6,7 @@ cannot get code run in a worker. Knobs derived from ours (the visibility timeout
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 from shared.settings import Settings
@@ -14,7 +15,11 @@ RUN_TASK_ARG = "ref"  # each tool's Celery task takes one argument: the task's s
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
+    tls: dict[str, Any] = {}
+    if settings.redis_url.startswith("rediss://") and not settings.redis_tls_verify:
+        tls = {"broker_use_ssl": {"ssl_cert_reqs": ssl.CERT_NONE}}
     return {
+        **tls,
         "broker_url": settings.redis_url,
         "result_backend": None,
         "task_ignore_result": True,
@@ -39,6 +44,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "socket_connect_timeout": 5,
         },
         "worker_hijack_root_logger": False,
+        "worker_redirect_stdouts": False,  # a stray print must not become many log lines
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         "enable_utc": True,
     }

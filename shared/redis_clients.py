@@ -6,6 +6,8 @@ Redis is down). Blocking reads get a socket timeout above their block time.
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
 import redis.asyncio as aioredis
 from redis.backoff import ExponentialBackoff
@@ -14,10 +16,19 @@ from redis.retry import Retry
 from shared.settings import Settings
 
 
+def tls_options(settings: Settings) -> dict[str, Any]:
+    """``rediss://`` without certificate checks when MCPQ_REDIS_TLS_VERIFY=false (Heroku Redis
+    presents a self-signed certificate and its URL cannot be edited)."""
+    if settings.redis_url.startswith("rediss://") and not settings.redis_tls_verify:
+        return {"ssl_cert_reqs": None}
+    return {}
+
+
 def sync_client(settings: Settings, *, block_s: float = 0.0) -> redis.Redis:
     timeout = settings.redis_timeout_s + block_s
     return redis.Redis.from_url(
         settings.redis_url,
+        **tls_options(settings),
         decode_responses=True,
         socket_timeout=timeout,
         socket_connect_timeout=settings.redis_timeout_s,
@@ -30,6 +41,7 @@ def async_client(settings: Settings) -> aioredis.Redis:
     """The web tier's client: fails fast (one retry) so a Redis outage answers 503 quickly."""
     return aioredis.Redis.from_url(
         settings.redis_url,
+        **tls_options(settings),
         decode_responses=True,
         socket_timeout=settings.redis_timeout_s,
         socket_connect_timeout=min(settings.redis_timeout_s, 0.5),

@@ -95,6 +95,11 @@ class Settings:
     ready_worker_window_s: float = field(
         default=15.0, metadata={"env": "MCPQ_READY_WORKER_WINDOW_S", "parse": float}
     )
+    dyno: str = field(default="", metadata={"env": "DYNO"})
+    honcho_process_name: str = field(default="", metadata={"env": "HONCHO_PROCESS_NAME"})
+    redis_tls_verify: bool = field(
+        default=True, metadata={"env": "MCPQ_REDIS_TLS_VERIFY", "parse": _bool}
+    )
     log_format: str = field(default="json", metadata={"env": "MCPQ_LOG_FORMAT"})
     log_level: str = field(default="INFO", metadata={"env": "MCPQ_LOG_LEVEL"})
     server_name: str = field(default="mcpq", metadata={"env": "MCPQ_SERVER_NAME"})
@@ -117,6 +122,11 @@ class Settings:
     @classmethod
     def env_names(cls) -> list[str]:
         return [str(f.metadata["env"]) for f in fields(cls)]
+
+    @property
+    def instance(self) -> str:
+        """This process's name in its formation, when the platform gives one (``worker.2``)."""
+        return self.dyno or self.honcho_process_name
 
     @property
     def visibility_timeout_s(self) -> int:

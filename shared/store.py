@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 import redis
 
 from shared import jsonutil, scripts, store_calls
-from shared.errors import StoreUnavailable
 from shared.keys import Keys
 from shared.records import TaskRecord
 from shared.store_calls import Claim, InputPoll, NewTask, ScriptCall
+from shared.store_errors import store_errors
 
 T = TypeVar("T")
 
@@ -28,10 +28,8 @@ class TaskStore:
         }
 
     def run(self, call: ScriptCall[T], client: redis.Redis | None = None) -> T:
-        try:
+        with store_errors():
             reply = self._scripts[call.script](keys=call.keys, args=call.args, client=client)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise StoreUnavailable() from exc
         return call.parse(reply)
 
     # -- creation (the web tier normally does this through the async store) --------------------
@@ -82,30 +80,22 @@ class TaskStore:
 
     # -- plain reads ----------------------------------------------------------------------------
     def status(self, ref: str) -> str | None:
-        try:
+        with store_errors():
             value = self.redis.hget(self.keys.task(ref), "status")
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise StoreUnavailable() from exc
         return None if value is None else str(value)
 
     def step_value(self, ref: str, name: str) -> tuple[bool, Any]:
-        try:
+        with store_errors():
             raw = self.redis.hget(self.keys.steps(ref), name)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise StoreUnavailable() from exc
         return (False, None) if raw is None else (True, jsonutil.loads(str(raw)))
 
     def load(self, ref: str) -> TaskRecord | None:
-        try:
+        with store_errors():
             h = self.redis.hgetall(self.keys.task(ref))
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise StoreUnavailable() from exc
         return TaskRecord.from_hash(ref, {str(k): str(v) for k, v in h.items()}) if h else None
 
     def wait_wake(self, client: redis.Redis, ref: str, timeout_s: float) -> str | None:
         """Block up to ``timeout_s`` on the task's wake list (``client`` has a long timeout)."""
-        try:
+        with store_errors():
             item = client.blpop([self.keys.wake(ref)], timeout=timeout_s)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise StoreUnavailable() from exc
         return None if item is None else str(item[1])

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from celery import Celery, Task, signals
+from celery.exceptions import Ignore
 
 from shared import logs
 from shared.celery_config import celery_config
@@ -56,8 +57,11 @@ def _make_job(tool_name: str) -> Any:
 
         request_id = str(self.request.get("mcpq_request_id") or "")
         started = time.perf_counter()
-        outcome = run_task(deps(), ref, terminate, on_state, request_id)
+        outcome = run_task(deps(), ref, terminate, on_state, request_id, tool_name)
         metrics.record(tool_name, outcome, time.perf_counter() - started)
+        if outcome in {"cancelled", "parked"}:
+            # Keep the MCP state its custom event showed; Celery would overwrite it with SUCCESS.
+            raise Ignore()
         return outcome
 
     job.__name__ = f"run_{tool_name}"
@@ -66,6 +70,16 @@ def _make_job(tool_name: str) -> Any:
 
 for _tool in registry.tools.values():
     _make_job(_tool.name)
+
+
+class _NoBackendNoise(logging.Filter):
+    """We run without a result backend on purpose; Celery warns about it on every revoke."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Failed to mark task")
+
+
+logging.getLogger("celery.worker.control").addFilter(_NoBackendNoise())
 
 
 @signals.after_setup_logger.connect

@@ -50,6 +50,9 @@ class Heartbeat(threading.Thread):
             except StoreUnavailable:
                 log.warning("lease renewal failed: task store unavailable")
                 continue
+            except Exception:  # e.g. Redis out of memory: keep beating, the next one may pass
+                log.warning("lease renewal failed", exc_info=True)
+                continue
             if status == "PARKED":  # the run let go of the task; it is ending
                 return
             if status in {"cancelled", "GONE", "SUPERSEDED", "completed", "failed"}:

@@ -66,12 +66,14 @@ def run_task(
     terminate: Callable[[], None],
     on_state: Callable[[str], None],
     request_id: str = "",
+    tool: str = "",
 ) -> str:
     """Run the task's tool once; returns what happened, and logs it."""
     started = time.perf_counter()
     outcome = _run(deps, ref, terminate, on_state)
     fields = {
         "task": task_hash(ref),
+        "tool": tool,
         "transition": outcome,
         "request_id": request_id,
         "latency_ms": round((time.perf_counter() - started) * 1000, 2),

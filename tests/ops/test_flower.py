@@ -102,15 +102,6 @@ def test_flower_metrics_the_dashboard_reads(client: OpsClient, flower: Flower) -
     assert "task-input_required" in response.text  # custom MCP state events are counted
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "workers/celery_app.py _make_job: a run that ends 'cancelled' (or 'parked') sends its "
-        "custom task-cancelled event and then returns normally, so Celery sends task-succeeded "
-        "and Flower shows SUCCESS (custom states never outrank SUCCESS). Raise "
-        "celery.exceptions.Ignore() after metrics.record for those outcomes."
-    ),
-)
 def test_cancelled_run_ends_cancelled_in_flower(
     ops_stack: OpsStack, client: OpsClient, flower: Flower
 ) -> None:

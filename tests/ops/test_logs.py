@@ -207,15 +207,6 @@ def test_web_lines_are_json_with_the_request_fields(ops_stack: OpsStack, scripte
     assert by_id["ops-cancel"]["task"] == task_hash(ref_of(scripted_run.tasks["cancel"]))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "frontend/server.py McpEndpoint.handle: a request refused before its handler runs "
-        "(transport 406/405, -32700, and envelope/header errors such as -32020, where "
-        "_handle returns rpc=None) is logged without a `method` field; always log one "
-        "(the metrics label, or the parsed method carried on RequestError)."
-    ),
-)
 def test_requests_refused_early_are_logged_with_a_method(
     ops_stack: OpsStack, scripted_run: Run
 ) -> None:

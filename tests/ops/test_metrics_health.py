@@ -130,7 +130,7 @@ def test_web_metrics_aggregate_both_gunicorn_workers(stack: MetricsStack) -> Non
     """Multiprocess mode: `mcpq web` made a PROMETHEUS_MULTIPROC_DIR, both workers write to it,
     and every scrape (whichever worker answers) reports the same totals."""
     directory = multiproc_dir(stack.webs[0].popen.pid)
-    assert directory and Path(directory).name.startswith("mcpq-web-metrics-"), directory
+    assert directory and Path(directory).name.startswith("mcpq-metrics-web-"), directory
     pids = {
         int(m.group(1))
         for path in Path(directory).iterdir()

@@ -117,16 +117,6 @@ def test_pool_benchmark_smoke() -> None:
     assert result["ratio"] > 1.3, result
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "ops/commands.py default_worker_hostname: every instance of a formation on one host "
-        "is named mcpq-<queues>@%h (`honcho start -c worker_bulk=2`, two systemd instances), "
-        "so Celery sees duplicate nodes and the heartbeat list, /readyz and `mcpq status` count "
-        "one. Add the instance when the platform names it: $DYNO or $HONCHO_PROCESS_NAME "
-        "(e.g. mcpq-bulk.worker_bulk.2@%h)."
-    ),
-)
 def test_two_instances_of_one_formation_are_two_nodes(ops_stack: OpsStack) -> None:
     argv = [sys.executable, "-m", "ops.cli", "worker", "--queues", "scale", "--concurrency", "1"]
     instances = [

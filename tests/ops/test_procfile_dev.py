@@ -194,16 +194,6 @@ def test_procfile_dev_declares_web_two_pools_and_flower() -> None:
     assert "redis" not in production  # production Redis is a managed service / add-on
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Procfile.dev hardcodes its ports (redis --port 6390, web --port 8000, flower --port "
-        "5555): a second checkout, a running `mcpq dev` or a test run collides. Use "
-        "`--port ${WEB_PORT:-8000}`, `--port ${FLOWER_PORT:-5555}` (honcho runs each command "
-        "through sh; the variables live in .env), and let `mcpq redis` without --port listen "
-        "on REDIS_URL's port so .env holds the one value."
-    ),
-)
 def test_procfile_dev_ports_come_from_the_environment() -> None:
     types = formation(PROCFILE.read_text())
     for name in ("web", "flower", "redis"):

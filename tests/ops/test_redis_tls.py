@@ -87,16 +87,6 @@ def test_rediss_url_that_says_not_to_verify(tmp_path: Path) -> None:
         run_one_task(stack)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "No setting turns certificate verification off for a rediss:// REDIS_URL that cannot be "
-        "edited (Heroku's add-on): add one, e.g. MCPQ_REDIS_TLS_VERIFY=false, applied in "
-        "shared/redis_clients.py (ssl_cert_reqs=None for both clients) and "
-        "shared/celery_config.py (broker_use_ssl={'ssl_cert_reqs': ssl.CERT_NONE}) when the "
-        "URL is rediss:// without its own ssl_cert_reqs; list it in docs/configuration.md."
-    ),
-)
 def test_heroku_style_rediss_url_with_verification_turned_off(tmp_path: Path) -> None:
     with tls_stack(tmp_path, "", MCPQ_REDIS_TLS_VERIFY="false") as stack:
         run_one_task(stack)

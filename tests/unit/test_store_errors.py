@@ -1,0 +1,30 @@
+"""Redis failures that mean "not now" become StoreUnavailable (HTTP 503); bugs propagate."""
+
+import pytest
+import redis.exceptions as rexc
+
+from shared.errors import StoreUnavailable
+from shared.store_errors import store_errors
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        rexc.ConnectionError("refused"),
+        rexc.TimeoutError("slow"),
+        ConnectionResetError("reset"),
+        rexc.ResponseError("OOM command not allowed when used memory > 'maxmemory'."),
+        rexc.ResponseError("LOADING Redis is loading the dataset in memory"),
+        rexc.ResponseError("READONLY You can't write against a read only replica."),
+    ],
+)
+def test_unavailable_store_errors(exc: Exception) -> None:
+    with pytest.raises(StoreUnavailable) as raised, store_errors():
+        raise exc
+    assert raised.value.http_status == 503
+    assert raised.value.message == "task store unavailable"
+
+
+def test_other_redis_errors_are_bugs_and_propagate() -> None:
+    with pytest.raises(rexc.ResponseError), store_errors():
+        raise rexc.ResponseError("ERR wrong number of arguments for 'hset' command")
