@@ -10,42 +10,29 @@ rates and their ratio; with ``--json``, one JSON object instead.
 
 This module is also the tool module of the benchmark (``MCPQ_TOOLS=ops.bench.pools``): like any
 tool module it is imported by the web tier and the workers, so it imports only ``shared``, the
-standard library and ``ops``' process helpers at module level.
+standard library and ``ops``' process helpers (``ops.bench.stack``) at module level.
 """
 
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
-import os
-import secrets
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
 
-import redis
-
-from ops.processes import free_port, spawn_in_new_group, stop_groups, wait_until
-from ops.redis_binary import IN_MEMORY_ARGS, RedisProcess
+from ops.bench.stack import BenchStack, McpClient
+from ops.processes import wait_until
 from shared.keys import Keys
 from shared.tools import ToolContext, tool
 
 BULK_QUEUE = "bulk"
 TOOL = "bench_sleep"
 TOOLS_MODULE = "ops.bench.pools"
-PROTOCOL = "2026-07-28"
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-REPO = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 60.0
-_STRIPPED = {"REDIS_URL", "PORT", "WEB_CONCURRENCY", "PROMETHEUS_MULTIPROC_DIR"}
 
 
 @tool(
@@ -83,169 +70,43 @@ class Result:
         return json.dumps({**asdict(self), "ratio": round(self.ratio, 3)})
 
 
-class McpCaller:
-    """Creates tasks with plain ``http.client`` (the 2026-07-28 headers and ``_meta``)."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self._ids = 0
-
-    def create_task(self, tool_name: str, arguments: Mapping[str, Any]) -> None:
-        self._ids += 1
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
-            "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
-        }
-        params = {"name": tool_name, "arguments": dict(arguments), "_meta": meta}
-        body = json.dumps(
-            {"jsonrpc": "2.0", "id": self._ids, "method": "tools/call", "params": params}
-        )
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": PROTOCOL,
-            "Mcp-Method": "tools/call",
-            "Mcp-Name": tool_name,
-        }
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            conn.request("POST", "/mcp", body=body, headers=headers)
-            response = conn.getresponse()
-            raw = response.read()
-        finally:
-            conn.close()
-        reply = json.loads(raw)
-        result = reply.get("result") if isinstance(reply, dict) else None
-        if (
-            response.status != 200
-            or not isinstance(result, dict)
-            or result.get("resultType") != "task"
-        ):
-            raise RuntimeError(
-                f"tools/call did not create a task: HTTP {response.status} {raw[:300]!r}"
-            )
-
-
-class Bench:
-    """The processes of one benchmark run, all in a private directory, all stopped at the end."""
+class Bench(BenchStack):
+    """The shared bench stack; each process with a metrics directory of its own, quieter logs."""
 
     def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.redis = RedisProcess(extra_args=IN_MEMORY_ARGS, data_dir=workdir)
-        self.children: list[subprocess.Popen[bytes]] = []
-        self._logs: list[IO[bytes]] = []
-        self.secret = secrets.token_urlsafe(32)
-        self.web_port = 0
+        super().__init__(workdir, TOOLS_MODULE, {"MCPQ_LOG_LEVEL": "WARNING"})
 
     def env(self, name: str) -> dict[str, str]:
-        env = {
-            k: v for k, v in os.environ.items() if not k.startswith("MCPQ_") and k not in _STRIPPED
-        }
         metrics_dir = self.workdir / f"metrics-{name}"
         metrics_dir.mkdir()
-        pythonpath = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
-        env.update(
-            REDIS_URL=self.redis.url,
-            MCPQ_SECRET=self.secret,
-            MCPQ_TOOLS=TOOLS_MODULE,
-            MCPQ_LOG_LEVEL="WARNING",
-            WEB_CONCURRENCY="1",
-            PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
-            PYTHONPATH=os.pathsep.join(pythonpath),
-            PYTHONUNBUFFERED="1",
-        )
-        return env
+        return {**super().env(name), "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
 
-    def spawn(self, name: str, argv: Sequence[str]) -> subprocess.Popen[bytes]:
-        log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 (closed by close())
-        self._logs.append(log)
-        process = spawn_in_new_group(argv, env=self.env(name), cwd=str(REPO), stdout=log)
-        self.children.append(process)
-        return process
-
-    def start_web(self) -> McpCaller:
-        self.web_port = free_port()
-        argv = [
-            sys.executable,
-            "-m",
-            "ops.cli",
-            "web",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.web_port),
-        ]
-        process = self.spawn("web", argv)
-        wait_until(
-            lambda: _answers(process, self.web_port),
-            timeout=START_TIMEOUT_S,
-            interval=0.1,
-            message="mcpq web answering /healthz",
-        )
-        return McpCaller(self.web_port)
-
-    def start_worker(self, node: str) -> None:
+    def add_worker(self, node: str) -> None:
         """``mcpq worker --queues bulk --concurrency 1``; returns once it beats in Redis."""
         argv = [
             sys.executable, "-m", "ops.cli", "worker", "--queues", BULK_QUEUE,
             "--concurrency", "1", "--hostname", f"{node}@%h",
         ]  # fmt: skip
-        process = self.spawn(node, argv)
-        client = self.redis_client()
-        try:
+        with self.redis_client() as client:
 
-            def beating() -> bool:
-                if process.poll() is not None:
-                    raise RuntimeError(f"worker {node} exited with {process.returncode}")
+            def beating(_: object) -> bool:
                 members = client.zrange(Keys().workers, 0, -1)
                 return any(str(m).startswith(f"{node}@") for m in members)
 
-            wait_until(beating, timeout=START_TIMEOUT_S, interval=0.05, message=f"{node} ready")
-        finally:
-            client.close()
-
-    def redis_client(self) -> redis.Redis:
-        return redis.Redis.from_url(self.redis.url, decode_responses=True, socket_timeout=5)
+            self.start_worker(node, argv, beating)
 
     def completed(self) -> int:
-        client = self.redis_client()
-        try:
+        with self.redis_client() as client:
             raw = client.hget(Keys().stats, f"completed:{TOOL}")
-        finally:
-            client.close()
         return int(raw or 0)
 
-    def close(self) -> None:
-        stop_groups(self.children, timeout=10.0)
-        for log in self._logs:
-            log.close()
-        self.redis.close()
 
-
-def _answers(process: subprocess.Popen[bytes], port: int) -> bool:
-    if process.poll() is not None:
-        raise RuntimeError(f"mcpq web exited with {process.returncode}")
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-            pass
-    except OSError:
-        return False
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2.0)
-    try:
-        conn.request("GET", "/healthz")
-        return conn.getresponse().status == 200
-    except (OSError, http.client.HTTPException):
-        return False
-    finally:
-        conn.close()
-
-
-def throughput(bench: Bench, caller: McpCaller, tasks: int, seconds: float) -> float:
+def throughput(bench: Bench, client: McpClient, tasks: int, seconds: float) -> float:
     """Tasks completed per second: N creates, then wait for N more completions."""
     before = bench.completed()
     started = time.monotonic()
     for _ in range(tasks):
-        caller.create_task(TOOL, {"seconds": seconds})
+        client.create(TOOL, {"seconds": seconds})
     wait_until(
         lambda: bench.completed() >= before + tasks,
         timeout=tasks * seconds * 3 + 60,
@@ -258,14 +119,14 @@ def throughput(bench: Bench, caller: McpCaller, tasks: int, seconds: float) -> f
 def run(tasks: int, seconds: float, workdir: Path) -> Result:
     bench = Bench(workdir)
     try:
-        bench.redis.start()
-        caller = bench.start_web()
-        bench.start_worker("bench-1")
-        throughput(bench, caller, 2, seconds)  # warm-up: connections, imports
-        one = throughput(bench, caller, tasks, seconds)
-        bench.start_worker("bench-2")
-        throughput(bench, caller, 4, seconds)
-        two = throughput(bench, caller, tasks, seconds)
+        bench.start()
+        client = McpClient(bench.mcp_url)
+        bench.add_worker("bench-1")
+        throughput(bench, client, 2, seconds)  # warm-up: connections, imports
+        one = throughput(bench, client, tasks, seconds)
+        bench.add_worker("bench-2")
+        throughput(bench, client, 4, seconds)
+        two = throughput(bench, client, tasks, seconds)
     finally:
         bench.close()
     return Result(tasks, seconds, round(one, 3), round(two, 3))

@@ -21,46 +21,27 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import http.client
-import json
-import os
 import secrets
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
 
 import redis
 
-from ops.processes import (
-    descendant_pids,
-    free_port,
-    read_proc_stat,
-    signal_group,
-    spawn_in_new_group,
-    stop_groups,
-    wait_until,
-)
-from ops.redis_binary import IN_MEMORY_ARGS, RedisProcess
+from ops.bench.stack import BenchStack, McpClient, Proc
+from ops.processes import wait_until
 from shared.keys import Keys, task_ref
 from shared.settings import DEFAULT_TOOLS
 from shared.tools import ToolContext, tool
 
-PROTOCOL = "2026-07-28"
 TOOL = "bench_effect"
 TOOLS = f"{DEFAULT_TOOLS},ops.bench.recovery"
 TARGET_MEDIAN_S = 15.0
-REPO = Path(__file__).resolve().parents[2]
-_START_TIMEOUT_S = 60.0
-_STOP_TIMEOUT_S = 10.0
 
 
 @tool(
@@ -81,112 +62,14 @@ def bench_effect(ctx: ToolContext, path: str, seconds: float = 2.0) -> str:
 
 
 # -- the stack -------------------------------------------------------------------------------------
-@dataclass
-class Proc:
-    """One child process group with its log file."""
+class RecoveryStack(BenchStack):
+    """The shared bench stack, with Celery prefork workers (concurrency 2) on the mcpq queue."""
 
-    name: str
-    popen: subprocess.Popen[bytes]
-    log_path: Path
-    pids: set[int] = field(default_factory=set)
-
-    @property
-    def pgid(self) -> int:
-        return self.popen.pid
-
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-
-    def tail(self, lines: int = 30) -> str:
-        return "\n".join(self.log().splitlines()[-lines:])
-
-    def remember(self) -> None:
-        self.pids |= {self.popen.pid, *descendant_pids(self.popen.pid)}
-
-    def leftovers(self) -> list[int]:
-        left = []
-        for pid in self.pids:
-            stat = read_proc_stat(pid)
-            if stat is not None and stat.state != "Z" and stat.pgid == self.pgid:
-                left.append(pid)
-        return sorted(left)
-
-
-class BenchStack:
-    """redis-server + one web process + Celery workers, owned (and stopped) by this object."""
-
-    def __init__(self, workdir: Path, knobs: dict[str, str]) -> None:
-        self.workdir = workdir
-        self.knobs = knobs
-        self.secret = secrets.token_urlsafe(24)
-        self.redis: RedisProcess | None = None
-        self.web: Proc | None = None
-        self.web_port = 0
-        self.workers: list[Proc] = []
-        self.stopped: list[Proc] = []
+    def __init__(self, workdir: Path, knobs: Mapping[str, str]) -> None:
+        super().__init__(workdir, TOOLS, knobs)
         self._count = 0
 
-    def env(self) -> dict[str, str]:
-        assert self.redis is not None
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MCPQ_")}
-        for name in ("REDIS_URL", "PORT", "WEB_CONCURRENCY"):
-            env.pop(name, None)
-        pythonpath = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
-        env.update(
-            REDIS_URL=self.redis.url,
-            MCPQ_SECRET=self.secret,
-            MCPQ_TOOLS=TOOLS,
-            PYTHONPATH=os.pathsep.join(pythonpath),
-            PYTHONUNBUFFERED="1",
-            WEB_CONCURRENCY="1",
-            **self.knobs,
-        )
-        return env
-
-    def _spawn(self, name: str, argv: list[str]) -> Proc:
-        log_path = self.workdir / f"{name}.log"
-        with open(log_path, "wb") as log:
-            popen = spawn_in_new_group(argv, env=self.env(), cwd=str(REPO), stdout=log)
-        proc = Proc(name, popen, log_path)
-        proc.remember()
-        return proc
-
-    def start(self, workers: int) -> None:
-        data_dir = self.workdir / "redis"
-        data_dir.mkdir(exist_ok=True)
-        self.redis = RedisProcess(
-            extra_args=IN_MEMORY_ARGS, data_dir=data_dir, output=subprocess.DEVNULL
-        )
-        self.redis.start()
-        self.start_web()
-        for _ in range(workers):
-            self.start_worker()
-
-    def start_web(self) -> None:
-        self.web_port = free_port()
-        argv = [sys.executable, "-m", "ops.cli", "web", "--port", str(self.web_port)]
-        self.web = self._spawn("web", [*argv, "--host", "127.0.0.1"])
-        web = self.web
-
-        def healthy() -> bool:
-            if web.popen.poll() is not None:
-                raise RuntimeError(f"web exited:\n{web.tail()}")
-            conn = http.client.HTTPConnection("127.0.0.1", self.web_port, timeout=1.0)
-            try:
-                conn.request("GET", "/healthz")
-                return conn.getresponse().status == 200
-            except (OSError, http.client.HTTPException):
-                return False
-            finally:
-                conn.close()
-
-        wait_until(healthy, timeout=_START_TIMEOUT_S, interval=0.1, message="web /healthz")
-        web.remember()
-
-    def start_worker(self) -> Proc:
+    def add_worker(self) -> Proc:
         self._count += 1
         node = f"bench{self._count}-{secrets.token_hex(3)}"
         argv = [
@@ -194,90 +77,7 @@ class BenchStack:
             "--pool", "prefork", "-c", "2", "-Q", "mcpq", "-E", "--loglevel", "INFO",
             "-n", f"{node}@%h", "--without-mingle", "--without-gossip",
         ]  # fmt: skip
-        proc = self._spawn(f"worker{self._count}", argv)
-        self.workers.append(proc)
-
-        def ready() -> bool:
-            if proc.popen.poll() is not None:
-                raise RuntimeError(f"{proc.name} exited:\n{proc.tail()}")
-            return " ready." in proc.log()
-
-        wait_until(ready, timeout=_START_TIMEOUT_S, interval=0.05, message=f"{proc.name} ready")
-        proc.remember()
-        return proc
-
-    def kill(self, proc: Proc) -> float:
-        """SIGKILL the worker's whole process group; returns the monotonic time of the kill."""
-        proc.remember()
-        at = time.monotonic()
-        signal_group(proc.pgid, signal.SIGKILL)
-        stop_groups([proc.popen], timeout=_STOP_TIMEOUT_S)  # reaps it
-        self.workers.remove(proc)
-        self.stopped.append(proc)
-        return at
-
-    def close(self) -> list[int]:
-        """Stop everything; returns the pids still alive afterwards (should be none)."""
-        procs = [p for p in [self.web, *self.workers] if p is not None]
-        for proc in procs:
-            proc.remember()
-        stop_groups([p.popen for p in procs], timeout=_STOP_TIMEOUT_S)
-        self.stopped.extend(procs)
-        self.workers, self.web = [], None
-        left = [pid for proc in self.stopped for pid in proc.leftovers()]
-        if self.redis is not None:
-            pid = self.redis.process.pid if self.redis.process else None
-            self.redis.close()
-            if pid is not None and (stat := read_proc_stat(pid)) and stat.state != "Z":
-                left.append(pid)
-        return left
-
-
-# -- a minimal MCP client (stdlib only) -----------------------------------------------------------
-class Client:
-    def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
-        self.host, self.port, self.path = parts.hostname or "127.0.0.1", parts.port, parts.path
-        self._ids = 0
-
-    def request(self, method: str, params: dict[str, Any], name: str) -> dict[str, Any]:
-        self._ids += 1
-        caps: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
-        params = {
-            **params,
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": PROTOCOL,
-                "io.modelcontextprotocol/clientInfo": {"name": "mcpq-bench", "version": "1"},
-                "io.modelcontextprotocol/clientCapabilities": caps,
-            },
-        }
-        body = json.dumps({"jsonrpc": "2.0", "id": self._ids, "method": method, "params": params})
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": PROTOCOL,
-            "Mcp-Method": method,
-            "Mcp-Name": name,
-        }
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
-        try:
-            conn.request("POST", self.path, body=body, headers=headers)
-            reply = json.loads(conn.getresponse().read())
-        finally:
-            conn.close()
-        if "result" not in reply:
-            raise RuntimeError(f"{method} failed: {reply}")
-        result: dict[str, Any] = reply["result"]
-        return result
-
-    def create(self, tool_name: str, arguments: dict[str, Any]) -> str:
-        result = self.request("tools/call", {"name": tool_name, "arguments": arguments}, tool_name)
-        if result.get("resultType") != "task":
-            raise RuntimeError(f"expected a task: {result}")
-        return str(result["taskId"])
-
-    def get(self, task_id: str) -> dict[str, Any]:
-        return self.request("tasks/get", {"taskId": task_id}, task_id)
+        return self.start_worker(f"worker{self._count}", argv, lambda p: " ready." in p.log())
 
 
 # -- the benchmark -------------------------------------------------------------------------------
@@ -289,7 +89,7 @@ class RunResult:
 
 
 def _one_run(
-    stack: BenchStack, client: Client, store: redis.Redis, index: int, seconds: float
+    stack: RecoveryStack, client: McpClient, store: redis.Redis, index: int, seconds: float
 ) -> RunResult:
     keys = Keys()
     effect_file = stack.workdir / f"effect-{index}.txt"
@@ -323,21 +123,22 @@ def _one_run(
             )
         )
     effects = len(effect_file.read_text(encoding="utf-8").splitlines())
-    stack.start_worker()  # two workers again for the next run
+    stack.add_worker()  # two workers again for the next run
     return RunResult(resumed_s, completed, effects)
 
 
 def run(runs: int, knobs: dict[str, str], seconds: float, workdir: Path) -> int:
     print("knobs: " + ", ".join(f"{k}={v}" for k, v in sorted(knobs.items())))
     print(f"stack: 1 web, 2 prefork workers (concurrency 2); tool {TOOL} sleeps {seconds:g}s")
-    stack = BenchStack(workdir, knobs)
+    stack = RecoveryStack(workdir, knobs)
     results: list[RunResult] = []
     left: list[int] = []
     try:
-        stack.start(workers=2)
-        assert stack.redis is not None
-        client = Client(f"http://127.0.0.1:{stack.web_port}/mcp")
-        store = redis.Redis.from_url(stack.redis.url, decode_responses=True, socket_timeout=5)
+        stack.start()
+        for _ in range(2):
+            stack.add_worker()
+        client = McpClient(stack.mcp_url)
+        store = stack.redis_client()
         try:
             for index in range(1, runs + 1):
                 result = _one_run(stack, client, store, index, seconds)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
+import re
 import secrets
 import signal
 import sys
@@ -122,6 +124,28 @@ class Child:
     def remember_descendants(self) -> None:
         """Record every process the child forked so far (checked again after stop)."""
         self.pids |= descendant_pids(self.popen.pid)
+
+    def wait_for_run_end(self, ref: str, timeout: float = 10.0, after: int = 0) -> str:
+        """How the ``after``-th next run of task ``ref`` ended (``completed``, ``parked``,
+        ``cancelled``, ``busy``, ...), from the worker's ``run ended`` log line."""
+
+        def ended() -> list[str]:
+            found = []
+            for line in self.log().splitlines():
+                if "run ended" not in line or ref[:12] not in line:
+                    continue
+                if line.startswith("{"):
+                    found.append(str(json.loads(line).get("transition")))
+                elif match := re.search(r"transition=(\S+)", line):
+                    found.append(match.group(1))
+            return found
+
+        runs = wait_until(
+            lambda: (found := ended())[after:] and found,
+            timeout=timeout,
+            message=f"run {after + 1} of {ref[:12]} to end in {self.name}",
+        )
+        return runs[after]
 
     def wait_for_log(self, needle: str, timeout: float = 10.0) -> str:
         """The first log line containing ``needle``; fails early if the process died."""

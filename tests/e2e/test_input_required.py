@@ -96,8 +96,7 @@ def test_confirm_delete_accept_after_the_run_parked(client: McpClient, stack: St
     task = client.wait_for_status(task_id, "input_required", timeout=15)
     ((key, _request),) = task["inputRequests"].items()
     # The hold expires: the run ends ('parked'), the slot is free, the task stays input_required.
-    line = stack.worker.wait_for_log(f"confirm_delete[{ref_of(task_id)}] succeeded", timeout=10)
-    assert "'parked'" in line, line
+    assert stack.worker.wait_for_run_end(ref_of(task_id), timeout=10) == "parked"
     wait_until(lambda: stack.task_hash(task_id).get("parked") == "1", timeout=5, message="parked")
     assert client.task(task_id)["status"] == "input_required"
 
