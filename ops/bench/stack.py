@@ -203,17 +203,18 @@ def _healthy(port: int) -> bool:
 class McpClient:
     """A minimal MCP client (stdlib only): JSON-RPC POSTs with the 2026-07-28 headers and _meta."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, capabilities: Mapping[str, Any] | None = None) -> None:
         parts = urlsplit(url)
         self.host, self.port, self.path = parts.hostname or "127.0.0.1", parts.port, parts.path
         self._ids = 0
+        self.capabilities = dict(capabilities or {"extensions": {TASKS_EXTENSION: {}}})
 
     def request(self, method: str, params: Mapping[str, Any], name: str) -> dict[str, Any]:
         self._ids += 1
         meta = {
             "io.modelcontextprotocol/protocolVersion": PROTOCOL,
             "io.modelcontextprotocol/clientInfo": {"name": "mcpq-bench", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
+            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
         }
         message = {"jsonrpc": "2.0", "id": self._ids, "method": method}
         body = json.dumps({**message, "params": {**params, "_meta": meta}})
