@@ -47,7 +47,7 @@ class StatsCollector(Collector):
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
-        self.stats = snapshot.stats
+        self.stats = snapshot.stats  # the Redis stats hash: counters and gauges by field name
 
     def collect(self):  # type: ignore[no-untyped-def]
         outcomes = {

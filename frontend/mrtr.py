@@ -9,22 +9,12 @@ from typing import Any
 from frontend.envelope import RpcRequest
 from frontend.services import Services
 from shared.errors import MISSING_CAPABILITY, McpError, invalid_params
-from shared.tools import InputRequest, Tool
-
-_CAPABILITY = {
-    "elicitation/create": "elicitation",
-    "sampling/createMessage": "sampling",
-    "roots/list": "roots",
-}
+from shared.tools import InputRequest, Tool, missing_capabilities
 
 
 def require_capabilities(req: RpcRequest, requests: dict[str, InputRequest]) -> None:
     """Never send an input request type the client did not declare on this request."""
-    missing: dict[str, Any] = {
-        _CAPABILITY[r["method"]]: {}
-        for r in requests.values()
-        if r.get("method") in _CAPABILITY and _CAPABILITY[r["method"]] not in req.caps
-    }
+    missing = missing_capabilities(requests.values(), req.caps)
     if missing:
         raise McpError(
             MISSING_CAPABILITY,

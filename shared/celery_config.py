@@ -11,8 +11,6 @@ from typing import Any
 
 from shared.settings import Settings
 
-RUN_TASK_ARG = "ref"  # each tool's Celery task takes one argument: the task's storage ref
-
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     tls: dict[str, Any] = {}

@@ -82,6 +82,22 @@ def sampling(messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> 
     return {"method": "sampling/createMessage", "params": body}
 
 
+_CAPABILITY = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+
+
+def missing_capabilities(
+    requests: Iterable[InputRequest], client_caps: dict[str, Any]
+) -> dict[str, Any]:
+    """The client capabilities these input requests need and the client did not declare, as a
+    ``requiredCapabilities`` object (empty when nothing is missing)."""
+    needed = (_CAPABILITY.get(str(r.get("method"))) for r in requests)
+    return {name: {} for name in needed if name and name not in client_caps}
+
+
 class ArgumentsInvalid(ValueError):
     """The arguments do not match the tool's input schema."""
 

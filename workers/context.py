@@ -18,16 +18,11 @@ import redis
 from shared.errors import TaskCancelled, ToolError
 from shared.store import TaskStore
 from shared.store_calls import InputPoll
-from shared.tools import InputRequest, elicitation, sampling
+from shared.tools import InputRequest, elicitation, missing_capabilities, sampling
 from workers.signals import RunParked, RunSuperseded
 
 T = TypeVar("T")
 _KIND = {"elicitation/create": "elicit", "sampling/createMessage": "sample", "roots/list": "roots"}
-_CAPABILITY = {
-    "elicitation/create": "elicitation",
-    "sampling/createMessage": "sampling",
-    "roots/list": "roots",
-}
 
 
 def raise_for(status: str) -> None:
@@ -128,12 +123,10 @@ class RunContext:
         waiting forever in input_required."""
         if self._caps is None:
             return
-        for request in requests:
-            needed = _CAPABILITY.get(str(request.get("method")))
-            if needed and needed not in self._caps:
-                raise ToolError(
-                    f"The client did not declare the '{needed}' capability this tool needs"
-                )
+        missing = missing_capabilities(requests, self._caps)
+        if missing:
+            names = ", ".join(f"'{name}'" for name in missing)
+            raise ToolError(f"The client did not declare the {names} capability this tool needs")
 
     def _check(self) -> None:
         if self.cancelled:
