@@ -30,14 +30,15 @@ class Services:
     signer: RequestStateSigner
 
     async def enqueue(self, tool: str, ref: str, queue: str) -> None:
-        """Publish a run, then take the task off the unclaimed watch list. If publishing fails
-        the task stays on that list and the workers' sweeper enqueues it."""
+        """Publish a run, then give it ``MCPQ_REQUEUE_UNSTARTED_S`` on the unclaimed watch list
+        to be started. If publishing fails the task keeps its short deadline there and the
+        workers' sweeper enqueues it."""
         try:
             await self.producer.enqueue(tool, ref, queue, REQUEST_ID.get())
         except Exception as exc:  # the broker is down; recovery is the sweeper's job
             log.warning("enqueue failed (%s); the sweeper will retry", type(exc).__name__)
             return
-        await self.store.mark_enqueued(ref)
+        await self.store.mark_enqueued(ref, int(self.settings.requeue_unstarted_s * 1000))
 
     def principal(self) -> str:
         """Who is calling. Authentication is not configured yet: everyone is anonymous."""

@@ -33,8 +33,8 @@ class AsyncTaskStore:
     async def create(self, task: NewTask, unclaimed_ms: int) -> int | None:
         return await self.run(store_calls.create(self.keys, task, unclaimed_ms))
 
-    async def mark_enqueued(self, ref: str) -> None:
-        await self.run(store_calls.mark_enqueued(self.keys, ref))
+    async def mark_enqueued(self, ref: str, start_within_ms: int) -> None:
+        await self.run(store_calls.mark_enqueued(self.keys, ref, start_within_ms))
 
     async def answer(
         self, ref: str, owner: str, answers: dict[str, Any], unclaimed_ms: int

@@ -19,7 +19,8 @@ Schema (``<p>`` = ``{mcpq}``):
 ``<p>:t:<ref>:wake``        list   wake-ups for the worker (answer, cancel); short TTL
 ``<p>:t:<ref>:done``        list   wake-ups for a synchronous caller in the web tier; short TTL
 ``<p>:leases``              zset   ref -> lease deadline (ms) of running tasks
-``<p>:unclaimed``           zset   ref -> deadline (ms) by which the task must be enqueued
+``<p>:unclaimed``           zset   ref -> deadline (ms) by which a run must be enqueued, or
+                                   once enqueued, started (claimed); claim removes it
 ``<p>:active``              zset   ref -> createdAt (ms) of every non-terminal task
 ``<p>:expiry``              zset   ref -> expire-at (ms) of non-terminal tasks with a TTL
 ``<p>:stats``               hash   counters: created|completed|failed|cancelled:<tool>;

@@ -73,6 +73,9 @@ class Settings:
     unclaimed_after_s: float = field(
         default=30.0, metadata={"env": "MCPQ_UNCLAIMED_AFTER_S", "parse": float}
     )
+    requeue_unstarted_s: float = field(
+        default=300.0, metadata={"env": "MCPQ_REQUEUE_UNSTARTED_S", "parse": float}
+    )
     sweep_interval_s: float = field(
         default=2.0, metadata={"env": "MCPQ_SWEEP_INTERVAL_S", "parse": float}
     )

@@ -36,8 +36,8 @@ class TaskStore:
     def create(self, task: NewTask, unclaimed_ms: int) -> int | None:
         return self.run(store_calls.create(self.keys, task, unclaimed_ms))
 
-    def mark_enqueued(self, ref: str) -> None:
-        self.run(store_calls.mark_enqueued(self.keys, ref))
+    def mark_enqueued(self, ref: str, start_within_ms: int) -> None:
+        self.run(store_calls.mark_enqueued(self.keys, ref, start_within_ms))
 
     # -- a worker's run -------------------------------------------------------------------------
     def claim(self, ref: str, lease_ms: int) -> Claim:

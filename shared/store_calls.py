@@ -93,8 +93,8 @@ def create(k: Keys, t: NewTask, unclaimed_ms: int) -> ScriptCall[int | None]:
     )
 
 
-def mark_enqueued(k: Keys, ref: str) -> ScriptCall[int]:
-    return ScriptCall("mark_enqueued", [k.unclaimed], [ref], int)
+def mark_enqueued(k: Keys, ref: str, start_within_ms: int) -> ScriptCall[int]:
+    return ScriptCall("mark_enqueued", [k.unclaimed], [ref, start_within_ms], int)
 
 
 def _parse_claim(reply: list[Any]) -> Claim:

@@ -37,7 +37,7 @@ def sweep_once(app: Celery, store: TaskStore, settings: Settings, token: str) ->
     due = store.sweep(int(settings.unclaimed_after_s * 1000))
     for ref, tool, queue in due:
         app.send_task(tool, args=[ref], task_id=ref, queue=queue or settings.default_queue)
-        store.mark_enqueued(ref)
+        store.mark_enqueued(ref, int(settings.requeue_unstarted_s * 1000))
     if due:
         log.warning("sweeper re-enqueued %d run(s)", len(due))
     return len(due)

@@ -49,11 +49,34 @@ def test_a_second_create_with_the_same_ref_returns_none_and_changes_nothing(
     assert raw_client.hgetall(store.keys.task(ref)) == before
 
 
-def test_mark_enqueued_takes_the_task_off_the_unclaimed_watch(store, tasks) -> None:
+def test_mark_enqueued_gives_the_run_longer_to_start(store, tasks, clock) -> None:
+    # Given a task on the unclaimed watch with its short "must be enqueued" deadline
     ref = tasks.new()
-    store.mark_enqueued(ref)
-    store.mark_enqueued(ref)  # idempotent
+    short = in_index(store, store.keys.unclaimed, ref)
+    assert short is not None
+    # When its message is published, then the deadline becomes "must be started" (longer)
+    before = clock.now_ms()
+    store.mark_enqueued(ref, 300_000)
+    later = in_index(store, store.keys.unclaimed, ref)
+    assert later is not None and later > short
+    assert before + 300_000 <= later <= clock.now_ms() + 300_000
+
+
+def test_mark_enqueued_after_the_claim_does_not_put_the_task_back(store, tasks) -> None:
+    # A worker can claim the run before the web tier marks it enqueued
+    ref = tasks.new()
+    assert store.claim(ref, 5_000).status == "OK"
+    store.mark_enqueued(ref, 300_000)
     assert in_index(store, store.keys.unclaimed, ref) is None
+
+
+def test_a_run_enqueued_but_never_started_is_swept_again(store, tasks, clock) -> None:
+    # A message reserved by a stalled worker: enqueued, never claimed
+    ref = tasks.new()
+    store.mark_enqueued(ref, 50)
+    clock.wait_past(int(in_index(store, store.keys.unclaimed, ref) or 0))
+    due = store.sweep(60_000)
+    assert [r for r, _tool, _queue in due] == [ref]
 
 
 # -- claim ----------------------------------------------------------------------------------------

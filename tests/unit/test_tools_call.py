@@ -122,7 +122,10 @@ def test_the_task_is_persisted_with_validated_arguments_and_caps(mcp: Mcp) -> No
     assert record.caps == {"elicitation": {}, "extensions": {TASKS: {}}}
     assert record.pre == {}
     ref = task_ref(task_id)
-    assert mcp.inspect.redis.zscore(mcp.store.keys.unclaimed, ref) is None
+    # published: the run now has MCPQ_REQUEUE_UNSTARTED_S to start before the sweeper resends it
+    deadline = mcp.inspect.redis.zscore(mcp.store.keys.unclaimed, ref)
+    assert deadline is not None
+    assert deadline >= record.created_ms + mcp.settings.requeue_unstarted_s * 1000
     assert task_id not in str(mcp.inspect.redis.hgetall(mcp.store.keys.task(ref)))
 
 
