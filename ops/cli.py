@@ -90,10 +90,12 @@ def exec_argv(
             instance=settings.instance,
         )
     if args.command == "redis":
-        from ops.redis_binary import find_redis_server
+        from ops.redis_binary import choose_redis_server
 
         port = args.port or urlsplit(settings.redis_url).port or 6379
-        return commands.redis_command(find_redis_server(), port=port)
+        binary = choose_redis_server(settings.redis_server)
+        print(f"mcpq redis: {binary.describe()}", file=sys.stderr)
+        return commands.redis_command(binary.path, port=port)
     if args.command == "flower":
         default = settings.port if "PORT" in environ else commands.DEFAULT_FLOWER_PORT
         return commands.flower_command(port=args.port or default)

@@ -116,7 +116,7 @@ def run_dev(
 
 def _start_redis(supervisor: Supervisor) -> RedisProcess:
     redis = RedisProcess(output=subprocess.PIPE)
-    supervisor.say("mcpq", f"starting redis-server ({redis.executable}), persistence off")
+    supervisor.say("mcpq", f"starting {redis.binary.describe()}, persistence off")
     try:
         redis.start()
     except BaseException:

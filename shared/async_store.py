@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 
 from shared import scripts, store_calls
+from shared.blocking import block_timeout
 from shared.errors import TaskNotFound
 from shared.keys import Keys
 from shared.records import TaskRecord
@@ -62,9 +63,9 @@ class AsyncTaskStore:
         shared fail-fast client can serve blocking reads too.
         """
         deadline = time.monotonic() + timeout_s
-        while (left := deadline - time.monotonic()) > 0:
+        while (timeout := block_timeout(min(1.0, deadline - time.monotonic()))) is not None:
             with store_errors():
-                item = await self.redis.blpop([self.keys.done(ref)], timeout=min(1.0, left))
+                item = await self.redis.blpop([self.keys.done(ref)], timeout=timeout)
             if item is not None:
                 return str(item[1])
         return None

@@ -12,7 +12,8 @@ Schema (``<p>`` = ``{mcpq}``):
 ==========================  =====  ===========================================================
 ``<p>:t:<ref>``             hash   the task: status, msg, created_ms, updated_ms, ttl_ms,
                                    expire_at, poll_ms, tool, queue, args, owner, caps, pre,
-                                   sync, gen (fencing), lease (ms), parked, runs, result, error
+                                   sync, gen (fencing), lease (ms), parked, runs, sends
+                                   (messages sent since the last claim), result, error
 ``<p>:t:<ref>:in``          hash   outstanding input requests: key -> request JSON
 ``<p>:t:<ref>:ans``         hash   delivered answers, kept for replay: key -> response JSON
 ``<p>:t:<ref>:steps``       hash   memoized ``ctx.step`` results: name -> JSON

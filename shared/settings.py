@@ -29,6 +29,13 @@ def _optional_int(raw: str) -> int | None:
     return None if value in {"", "null", "none", "unlimited"} else int(value)
 
 
+def _non_negative(raw: str) -> float:
+    value = float(raw)
+    if not value >= 0:
+        raise ValueError(f"must be a number of seconds, 0 or more: {raw!r}")
+    return value
+
+
 def _csv(raw: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
@@ -70,6 +77,9 @@ class Settings:
         default=5.0, metadata={"env": "MCPQ_CANCEL_GRACE_S", "parse": float}
     )
     lease_s: float = field(default=5.0, metadata={"env": "MCPQ_LEASE_S", "parse": float})
+    max_run_s: float = field(
+        default=3600.0, metadata={"env": "MCPQ_MAX_RUN_S", "parse": _non_negative}
+    )
     unclaimed_after_s: float = field(
         default=30.0, metadata={"env": "MCPQ_UNCLAIMED_AFTER_S", "parse": float}
     )
@@ -100,6 +110,7 @@ class Settings:
     )
     dyno: str = field(default="", metadata={"env": "DYNO"})
     honcho_process_name: str = field(default="", metadata={"env": "HONCHO_PROCESS_NAME"})
+    redis_server: str = field(default="", metadata={"env": "MCPQ_REDIS_SERVER"})
     redis_tls_verify: bool = field(
         default=True, metadata={"env": "MCPQ_REDIS_TLS_VERIFY", "parse": _bool}
     )

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import redis
 
 from shared import jsonutil, scripts, store_calls
+from shared.blocking import block_timeout
 from shared.keys import Keys
 from shared.records import TaskRecord
 from shared.store_calls import Claim, InputPoll, NewTask, ScriptCall
@@ -36,8 +37,8 @@ class TaskStore:
     def create(self, task: NewTask, unclaimed_ms: int) -> int | None:
         return self.run(store_calls.create(self.keys, task, unclaimed_ms))
 
-    def mark_enqueued(self, ref: str, start_within_ms: int) -> None:
-        self.run(store_calls.mark_enqueued(self.keys, ref, start_within_ms))
+    def mark_enqueued(self, ref: str, start_within_ms: int) -> int:
+        return self.run(store_calls.mark_enqueued(self.keys, ref, start_within_ms))
 
     # -- a worker's run -------------------------------------------------------------------------
     def claim(self, ref: str, lease_ms: int) -> Claim:
@@ -95,7 +96,11 @@ class TaskStore:
         return TaskRecord.from_hash(ref, {str(k): str(v) for k, v in h.items()}) if h else None
 
     def wait_wake(self, client: redis.Redis, ref: str, timeout_s: float) -> str | None:
-        """Block up to ``timeout_s`` on the task's wake list (``client`` has a long timeout)."""
+        """Block up to ``timeout_s`` on the task's wake list (``client`` has a long timeout);
+        ``None`` at once when ``timeout_s`` is not positive."""
+        timeout = block_timeout(timeout_s)
+        if timeout is None:
+            return None
         with store_errors():
-            item = client.blpop([self.keys.wake(ref)], timeout=timeout_s)
+            item = client.blpop([self.keys.wake(ref)], timeout=timeout)
         return None if item is None else str(item[1])

@@ -94,7 +94,7 @@ def create(k: Keys, t: NewTask, unclaimed_ms: int) -> ScriptCall[int | None]:
 
 
 def mark_enqueued(k: Keys, ref: str, start_within_ms: int) -> ScriptCall[int]:
-    return ScriptCall("mark_enqueued", [k.unclaimed], [ref, start_within_ms], int)
+    return ScriptCall("mark_enqueued", [k.task(ref), k.unclaimed], [ref, start_within_ms], int)
 
 
 def _parse_claim(reply: list[Any]) -> Claim:

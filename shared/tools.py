@@ -113,6 +113,13 @@ class Tool:
     poll_interval_ms: int | None
     args_model: type[pydantic.BaseModel]
     ask_first: Prelude | None = None
+    max_run_s: float | None = None
+    """How long one run may execute the tool's own code without calling its context before it
+    is stopped and the task fails; ``None``: ``MCPQ_MAX_RUN_S``; ``0``: no limit."""
+
+    def run_limit_s(self, default_s: float) -> float:
+        """The effective ``max_run_s`` (0 = no limit)."""
+        return default_s if self.max_run_s is None else self.max_run_s
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -170,11 +177,14 @@ class Registry:
         ttl_ms: int | Any | None = _UNSET,
         poll_interval_ms: int | None = None,
         ask_first: Prelude | None = None,
+        max_run_s: float | None = None,
     ) -> Callable[[Callable[..., T]], Callable[..., T]]:
         def register(fn: Callable[..., T]) -> Callable[..., T]:
             tool_name = name or fn.__name__
             if tool_name.startswith(("celery.", "mcpq.")):
                 raise ValueError(f"reserved tool name: {tool_name}")
+            if max_run_s is not None and not max_run_s >= 0:
+                raise ValueError(f"{tool_name}: max_run_s must be 0 (no limit) or more seconds")
             doc = description or inspect.getdoc(fn) or tool_name
             self.tools[tool_name] = Tool(
                 tool_name,
@@ -186,6 +196,7 @@ class Registry:
                 poll_interval_ms,
                 _args_model(tool_name, fn),
                 ask_first,
+                max_run_s,
             )
             return fn
 

@@ -3,6 +3,7 @@
 - Puts the repository root on ``sys.path``: ``tests`` has no ``__init__.py``, so pytest's default
   (prepend) import mode only adds each test file's own directory, and ``tests.support`` /
   ``tests.e2e.harness`` would not be importable.
+- The report header names the redis-server binaries the tests start, with their versions.
 - When a test fails while end-to-end stacks (``tests.e2e.harness.Stack``) are running, the tails of
   their process logs are attached to the failure report.
 """
@@ -19,6 +20,20 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Which Redis the tests start: the stacks use the preferred one; the store's integration
+    tests run on both versions."""
+    from tests.support.redis_server import choose_redis_server, redis_servers_to_test
+
+    try:
+        lines = [f"redis (stacks): {choose_redis_server().describe()}"]
+    except Exception as exc:
+        lines = [f"redis (stacks): none ({exc})"]
+    for name, binary in redis_servers_to_test().items():
+        lines.append(f"redis ({name} store tests): {binary.describe() if binary else 'none'}")
+    return lines
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import redis
@@ -22,6 +23,7 @@ from shared.tools import InputRequest, elicitation, missing_capabilities, sampli
 from workers.signals import RunParked, RunSuperseded
 
 T = TypeVar("T")
+_STOPPED = {"cancelled", None}  # None: the task is gone (expired)
 _KIND = {"elicitation/create": "elicit", "sampling/createMessage": "sample", "roots/list": "roots"}
 
 
@@ -53,31 +55,63 @@ class RunContext:
         self._on_state = on_state
         self._caps = client_caps
         self.cancel_seen = threading.Event()  # set by the heartbeat too
+        # When the tool's own code last got control back from a context call; None while it is
+        # inside one. One attribute, written only by the tool's thread and read whole by the
+        # heartbeat's (see busy_for), so the two never see a half-made update.
+        self._left_at: float | None = time.monotonic()
+        self._depth = 0
+
+    # -- progress, as the heartbeat sees it ------------------------------------------------------
+    def busy_for(self) -> float:
+        """Seconds the tool has been running its own code since its last context call returned
+        (0 while it is inside one: waiting in ``sleep`` or ``ask`` is the context's business)."""
+        left_at = self._left_at
+        return 0.0 if left_at is None else time.monotonic() - left_at
+
+    @contextmanager
+    def _inside(self) -> Iterator[None]:
+        self._depth += 1
+        self._left_at = None
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self._left_at = time.monotonic()
 
     # -- ToolContext ----------------------------------------------------------------------------
     @property
     def cancelled(self) -> bool:
-        if not self.cancel_seen.is_set() and self._store.status(self.ref) in {"cancelled", None}:
-            self.cancel_seen.set()
-        return self.cancel_seen.is_set()
+        with self._inside():
+            if not self.cancel_seen.is_set() and self._store.status(self.ref) in _STOPPED:
+                self.cancel_seen.set()
+            return self.cancel_seen.is_set()
 
     @property
     def prelude(self) -> dict[str, Any]:
         return self._prelude
 
     def report(self, message: str) -> None:
-        status = self._store.report(self.ref, self.gen, message)
-        if status != "OK":
-            raise_for(status)
+        with self._inside():
+            status = self._store.report(self.ref, self.gen, message)
+            if status != "OK":
+                raise_for(status)
 
     def sleep(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        self._check()
-        while (left := deadline - time.monotonic()) > 0:
-            self._store.wait_wake(self._blocking, self.ref, min(left, self._hold_s))
+        with self._inside():
+            deadline = time.monotonic() + seconds
             self._check()
+            while (left := deadline - time.monotonic()) > 0:
+                # NOTE: near the deadline `left` is a sliver of a millisecond; wait_wake rounds
+                # it (shared.blocking) so Redis 6.2 cannot read it as "block forever".
+                self._store.wait_wake(self._blocking, self.ref, min(left, self._hold_s))
+                self._check()
 
     def ask(self, *requests: InputRequest) -> list[dict[str, Any]]:
+        with self._inside():
+            return self._ask(requests)
+
+    def _ask(self, requests: tuple[InputRequest, ...]) -> list[dict[str, Any]]:
         self._require_capabilities(requests)
         keys = []
         for request in requests:
@@ -107,11 +141,14 @@ class RunContext:
         return self.ask(sampling(messages, max_tokens, **params))[0]
 
     def step(self, name: str, fn: Callable[[], T]) -> T:
-        self._check()
-        found, value = self._store.step_value(self.ref, name)
+        with self._inside():
+            self._check()
+            found, value = self._store.step_value(self.ref, name)
         if found:
             return value  # type: ignore[no-any-return]
-        status, stored = self._store.save_step(self.ref, self.gen, name, fn())
+        result = fn()  # the tool's own code: it counts towards max_run_s like any other
+        with self._inside():
+            status, stored = self._store.save_step(self.ref, self.gen, name, result)
         if status != "OK":
             raise_for(status)
         return stored  # type: ignore[no-any-return]

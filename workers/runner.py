@@ -29,7 +29,7 @@ from shared.settings import Settings
 from shared.store import TaskStore
 from shared.tools import Registry
 from workers.context import RunContext
-from workers.heartbeat import Heartbeat
+from workers.heartbeat import Heartbeat, Watchdog
 from workers.signals import RunParked, RunSuperseded
 
 log = logging.getLogger("mcpq.worker")
@@ -106,8 +106,27 @@ def _run(
         on_state,
         None if record.sync else record.caps,  # a synchronous call checks them itself (MRTR)
     )
+    limit_s = tool.run_limit_s(s.max_run_s)
+
+    def fail_stalled() -> None:
+        message = (
+            f"Tool {tool.name} was stopped: it ran for {limit_s:g} s without calling its "
+            "context (max_run_s)"
+        )
+        deps.store.finish(
+            ref, claim.gen, "failed", {"code": INTERNAL_ERROR, "message": message}, message
+        )
+
+    watchdog = Watchdog(ctx.busy_for, limit_s, fail_stalled)
     beat = Heartbeat(
-        deps.store, ref, claim.gen, s.lease_s, s.cancel_grace_s, ctx.cancel_seen, terminate
+        deps.store,
+        ref,
+        claim.gen,
+        s.lease_s,
+        s.cancel_grace_s,
+        ctx.cancel_seen,
+        terminate,
+        watchdog,
     )
     beat.start()
     try:

@@ -74,10 +74,7 @@ class Bench(BenchStack):
     """The shared bench stack; each process with a metrics directory of its own, quieter logs."""
 
     def __init__(self, workdir: Path) -> None:
-        # A run whose message a worker reserved but never started is sent again after 20 s
-        # (above any wait in this benchmark's queue), so one stalled message cannot stop it.
-        knobs = {"MCPQ_LOG_LEVEL": "WARNING", "MCPQ_REQUEUE_UNSTARTED_S": "20"}
-        super().__init__(workdir, TOOLS_MODULE, knobs)
+        super().__init__(workdir, TOOLS_MODULE, {"MCPQ_LOG_LEVEL": "WARNING"})
 
     def env(self, name: str) -> dict[str, str]:
         metrics_dir = self.workdir / f"metrics-{name}"

@@ -127,6 +127,7 @@ class BenchStack:
 
     def start(self) -> None:
         """The private redis-server, then ``mcpq web``; workers are the caller's to add."""
+        print(f"starting {self.redis.binary.describe()}", file=sys.stderr, flush=True)
         self.redis.start()
         self.start_web()
 

@@ -16,7 +16,7 @@ if tonumber(cur[2]) > now then return {'BUSY'} end
 if cur[3] == '1' then return {'PARKED'} end
 local gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
 local lease = now + tonumber(ARGV[2])
-redis.call('HSET', KEYS[1], 'lease', lease)
+redis.call('HSET', KEYS[1], 'lease', lease, 'sends', 0)
 redis.call('HINCRBY', KEYS[1], 'runs', 1)
 redis.call('ZADD', KEYS[3], lease, ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])

@@ -1,6 +1,15 @@
--- mark_enqueued: the job message is with the broker. The task stays on the unclaimed watch list,
--- with a longer deadline: a message that a worker reserved but never started (a stalled pool
--- process) is enqueued again by the sweeper. XX: a run that already claimed it stays off.
--- KEYS[1] unclaimed zset; ARGV[1] ref, ARGV[2] ms a worker has to start it; returns 1
-redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+-- mark_enqueued: the job message is with the broker. The task stays on the unclaimed watch list
+-- with a longer deadline, so a message that no worker ever starts is sent again by the sweeper:
+-- with kombu's Redis transport, a worker killed after taking a message and before its run claimed
+-- the task leaves that message in kombu's unacked set until the visibility timeout (a week).
+-- The n-th send of a run not yet started waits ARGV[2] * 2^(n-1) ms (at most 2^10 times): in a
+-- backlog "not started yet" is normal, and each re-send adds a (harmless, fenced) message.
+-- claim resets the count and takes the task off the list.
+-- KEYS[1] task, KEYS[2] unclaimed zset; ARGV[1] ref, ARGV[2] base ms
+-- returns 1, or 0 when there is nothing to watch (claimed already, or gone)
+if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local sends = redis.call('HINCRBY', KEYS[1], 'sends', 1)
+local wait = tonumber(ARGV[2]) * 2 ^ math.min(sends - 1, 10)
+redis.call('ZADD', KEYS[2], 'XX', now + wait, ARGV[1])
 return 1

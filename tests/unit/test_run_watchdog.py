@@ -1,0 +1,141 @@
+"""A run that stops making progress cannot keep its lease forever.
+
+``RunContext.busy_for`` measures how long the tool has run its own code since its last context
+call; the heartbeat's ``Watchdog`` fails the task and terminates the run once that passes the
+tool's ``max_run_s``. No Redis here: the store is a stand-in that answers like a healthy one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from shared.settings import Settings
+from shared.tools import Registry, ToolContext
+from workers.context import RunContext
+from workers.heartbeat import Heartbeat, Watchdog
+
+
+class HealthyStore:
+    """Answers the calls a context and a heartbeat make, as Redis would for a live run."""
+
+    def __init__(self) -> None:
+        self.renewals = 0
+
+    def status(self, ref: str) -> str:
+        return "working"
+
+    def report(self, ref: str, gen: int, message: str) -> str:
+        return "OK"
+
+    def step_value(self, ref: str, name: str) -> tuple[bool, Any]:
+        return False, None
+
+    def save_step(self, ref: str, gen: int, name: str, value: Any) -> tuple[str, Any]:
+        return "OK", value
+
+    def wait_wake(self, client: Any, ref: str, timeout_s: float) -> None:
+        time.sleep(max(0.0, timeout_s))
+
+    def renew(self, ref: str, gen: int, lease_ms: int) -> str:
+        self.renewals += 1
+        return "working"
+
+
+def context() -> RunContext:
+    return RunContext(HealthyStore(), None, "ref", 1, {}, hold_s=30.0)  # type: ignore[arg-type]
+
+
+def test_busy_for_counts_the_tools_own_code_only() -> None:
+    ctx = context()
+    time.sleep(0.05)
+    assert ctx.busy_for() >= 0.05  # from the start of the run to its first context call
+
+    inside: list[float] = []
+    waiter = threading.Thread(target=ctx.sleep, args=(0.3,))
+    waiter.start()
+    time.sleep(0.15)
+    inside.append(ctx.busy_for())  # sleeping in ctx is the context's business, not a stall
+    waiter.join()
+    assert inside == [0.0]
+    assert ctx.busy_for() < 0.05  # the clock restarted when sleep returned
+
+    time.sleep(0.05)
+    ctx.report("still here")
+    assert ctx.busy_for() < 0.05
+
+
+def test_a_steps_function_is_the_tools_own_code() -> None:
+    ctx = context()
+    seen: list[float] = []
+
+    def slow_effect() -> int:
+        time.sleep(0.1)
+        seen.append(ctx.busy_for())
+        return 1
+
+    assert ctx.step("effect", slow_effect) == 1
+    assert seen and seen[0] >= 0.1  # a step that hangs is a hung tool
+
+
+def run_heartbeat(busy_s: float, limit_s: float) -> tuple[list[str], HealthyStore]:
+    events: list[str] = []
+    store = HealthyStore()
+    watchdog = Watchdog(lambda: busy_s, limit_s, lambda: events.append("failed"))
+    beat = Heartbeat(
+        store,  # type: ignore[arg-type]
+        "ref",
+        1,
+        lease_s=0.15,
+        grace_s=1.0,
+        cancel_seen=threading.Event(),
+        terminate=lambda: events.append("terminated"),
+        watchdog=watchdog,
+    )
+    beat.start()
+    beat.join(timeout=0.6)
+    beat.stop()
+    beat.join()
+    return events, store
+
+
+def test_the_heartbeat_fails_then_terminates_a_run_past_its_limit() -> None:
+    events, store = run_heartbeat(busy_s=5.0, limit_s=2.0)
+    assert events == ["failed", "terminated"]  # the task's end is written before the kill
+    assert store.renewals == 0  # a stalled run's lease is not renewed
+
+
+def test_the_heartbeat_keeps_renewing_a_run_within_its_limit() -> None:
+    events, store = run_heartbeat(busy_s=1.0, limit_s=2.0)
+    assert events == []
+    assert store.renewals >= 3
+
+
+def test_a_limit_of_zero_means_no_limit() -> None:
+    events, _ = run_heartbeat(busy_s=1e9, limit_s=0.0)
+    assert events == []
+
+
+def test_each_tool_may_set_its_own_limit_and_bad_ones_are_refused() -> None:
+    registry = Registry()
+
+    @registry.tool(max_run_s=2.5)
+    def quick(ctx: ToolContext) -> str:
+        return "ok"
+
+    @registry.tool()
+    def default(ctx: ToolContext) -> str:
+        return "ok"
+
+    settings = Settings.from_env({"MCPQ_MAX_RUN_S": "90"})
+    assert settings.max_run_s == 90
+    assert registry.tools["quick"].run_limit_s(settings.max_run_s) == 2.5
+    assert registry.tools["default"].run_limit_s(settings.max_run_s) == 90
+    assert Settings().max_run_s == 3600
+    with pytest.raises(ValueError, match="max_run_s"):
+        registry.tool(max_run_s=-1)(default)
+    with pytest.raises(ValueError, match="MCPQ_MAX_RUN_S"):
+        Settings.from_env({"MCPQ_MAX_RUN_S": "-5"})
