@@ -18,15 +18,15 @@ from shared.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
-    PROTOCOL_VERSION,
-    TASKS_EXTENSION,
     UNSUPPORTED_VERSION,
     McpError,
 )
-
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CAPS = "io.modelcontextprotocol/clientCapabilities"
-SUPPORTED_VERSIONS = [PROTOCOL_VERSION]
+from shared.protocol import (
+    META_CLIENT_CAPABILITIES,
+    META_PROTOCOL_VERSION,
+    SUPPORTED_VERSIONS,
+    TASKS_EXTENSION,
+)
 
 
 class Notification(Exception):
@@ -70,6 +70,7 @@ def parse(body: bytes) -> dict[str, Any]:
 
 def _request_id(message: dict[str, Any]) -> int | str:
     rid = message.get("id")
+    # JSON-RPC ids are strings or numbers; True is an int in Python but not an id.
     valid = isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
     if message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str) or not valid:
         raise RequestError(
@@ -91,6 +92,7 @@ def _legacy_initialize(rid: int | str, params: dict[str, Any]) -> RequestError:
 def validate(
     req: HttpRequest, message: dict[str, Any], accept_missing_task_name: bool
 ) -> RpcRequest:
+    # A notification gets 202 before anything else is checked: it has no id to answer with.
     if "id" not in message and isinstance(message.get("method"), str):
         raise Notification()
     rid = _request_id(message)
@@ -101,14 +103,16 @@ def validate(
             McpError(INVALID_PARAMS, "Invalid params: params must be an object"), rid
         )
     try:
+        # Before _meta: an intermediary may route on the first of two routing headers while we
+        # would read the other, so a duplicate is refused whatever the body says.
         headers.reject_duplicates(req)
     except McpError as exc:
         raise RequestError(exc, rid) from None
-    if method == "initialize":
+    if method == "initialize":  # a 2025-era client: say plainly what this server speaks
         raise _legacy_initialize(rid, params)
     meta = params.get("_meta")
-    version = meta.get(META_VERSION) if isinstance(meta, dict) else None
-    caps = meta.get(META_CAPS) if isinstance(meta, dict) else None
+    version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
+    caps = meta.get(META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
     if not isinstance(version, str) or not isinstance(caps, dict):
         text = "Invalid params: _meta must carry protocolVersion and clientCapabilities"
         raise RequestError(McpError(INVALID_PARAMS, text), rid)
@@ -116,6 +120,8 @@ def validate(
         headers.check(req, method, params, version, accept_missing_task_name)
     except McpError as exc:
         raise RequestError(exc, rid) from None
+    # The version is judged after the headers agree with the body: a mismatch is -32020 even
+    # for a version we do not speak (the spec's ladder order).
     if version not in SUPPORTED_VERSIONS:
         data = {"supported": SUPPORTED_VERSIONS, "requested": version}
         raise RequestError(McpError(UNSUPPORTED_VERSION, "Unsupported protocol version", data), rid)

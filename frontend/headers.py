@@ -15,16 +15,9 @@ from typing import Any
 
 from frontend.http_types import HttpRequest
 from shared.errors import HEADER_MISMATCH, McpError
+from shared.protocol import NAME_PARAM
 
 ROUTING = ("mcp-protocol-version", "mcp-method", "mcp-name")
-NAME_PARAM = {
-    "tools/call": "name",
-    "prompts/get": "name",
-    "resources/read": "uri",
-    "tasks/get": "taskId",
-    "tasks/update": "taskId",
-    "tasks/cancel": "taskId",
-}
 _SENTINEL = re.compile(r"^=\?base64\?(.*)\?=$")
 _INVALID = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
@@ -35,6 +28,8 @@ def _mismatch(message: str) -> McpError:
 
 def decode(name: str, raw: str) -> str:
     value = raw.strip(" \t")
+    # Control characters are refused before decoding: they could split a log line or a
+    # header downstream, and no valid name contains them.
     if _INVALID.search(value):
         raise _mismatch(f"{name} header contains invalid characters")
     match = _SENTINEL.match(value)
@@ -76,6 +71,8 @@ def check(
     body_value = params.get(param)
     header_name = req.header("mcp-name")
     if header_name is None:
+        # Only tasks/* may omit it, and only when configured; a header that is present must
+        # always match, or a router and this server would act on different tasks.
         if method.startswith("tasks/") and accept_missing_task_name:
             return
         raise _mismatch(f"Mcp-Name header is required for {method}")

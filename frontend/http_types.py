@@ -10,6 +10,7 @@ class HttpRequest:
     method: str
     headers: dict[str, list[str]]  # lower-cased name -> every value, in order
     body: bytes = b""
+    declared_length: int | None = None  # Content-Length (a body announced too large is not read)
 
     def header(self, name: str) -> str | None:
         values = self.headers.get(name.lower())

@@ -7,8 +7,10 @@ that the Lua scripts keep in Redis (``{mcpq}:stats``), read in one round trip pe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import asyncio
 
+import falcon
+import falcon.asgi
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -19,6 +21,10 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from shared.errors import StoreUnavailable
+from shared.settings import Settings
+from shared.store import OUTCOMES, AsyncTaskStore, StatsSnapshot
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -32,51 +38,36 @@ LATENCY = Histogram(
 STORE_ERRORS = Counter("mcpq_store_errors", "Requests that found the task store unavailable")
 
 
-@dataclass
-class Snapshot:
-    """What one scrape read from Redis, in one round trip."""
-
-    stats: dict[str, str] = field(default_factory=dict)
-    queues: dict[str, int] = field(default_factory=dict)
-    workers_alive: int = 0
-    oldest_unfinished_s: float = 0.0
-
-
 class StatsCollector(Collector):
     """Deployment-wide gauges and counters from Redis (the same on every web replica)."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: StatsSnapshot, window_s: float) -> None:
         self.snapshot = snapshot
-        self.stats = snapshot.stats  # the Redis stats hash: counters and gauges by field name
+        self.window_s = window_s  # a worker is alive if it beat within this window
 
     def collect(self):  # type: ignore[no-untyped-def]
         outcomes = {
             kind: CounterMetricFamily(
                 f"mcpq_tasks_{kind}", f"Tasks {kind}, by tool", labels=["tool"]
             )
-            for kind in ("created", "completed", "failed", "cancelled")
+            for kind in OUTCOMES
         }
         states = GaugeMetricFamily(
             "mcpq_tasks_in_state", "Tasks now in each state", labels=["state"]
         )
-        inputs = 0
-        for name, raw in self.stats.items():
-            kind, _, label = name.partition(":")
-            value = int(raw)
-            if kind in outcomes:
-                outcomes[kind].add_metric([label], value)
-            elif kind == "state":
-                states.add_metric([label], max(value, 0))
-            elif kind == "inputs":
-                inputs = max(value, 0)
+        snap = self.snapshot
+        for kind, by_tool in snap.totals.items():
+            for tool, count in by_tool.items():
+                outcomes[kind].add_metric([tool], count)
+        for state, count in snap.states.items():
+            states.add_metric([state], count)
         yield from outcomes.values()
         yield states
         yield GaugeMetricFamily(
-            "mcpq_input_requests_outstanding", "Input requests awaiting answers", value=inputs
+            "mcpq_input_requests_outstanding", "Input requests awaiting answers", value=snap.inputs
         )
-        parked = max(int(self.stats.get("parked", 0)), 0)
         yield GaugeMetricFamily(
-            "mcpq_tasks_parked", "Tasks waiting for input with no worker slot", value=parked
+            "mcpq_tasks_parked", "Tasks waiting for input with no worker slot", value=snap.parked
         )
         depth = GaugeMetricFamily(
             "mcpq_queue_depth", "Runs waiting in each Celery queue", labels=["queue"]
@@ -87,7 +78,7 @@ class StatsCollector(Collector):
         yield GaugeMetricFamily(
             "mcpq_workers_alive",
             "Worker nodes with a recent heartbeat",
-            value=self.snapshot.workers_alive,
+            value=self.snapshot.workers_alive(self.window_s),
         )
         yield GaugeMetricFamily(
             "mcpq_oldest_unfinished_task_seconds",
@@ -96,12 +87,31 @@ class StatsCollector(Collector):
         )
 
 
-def render(snapshot: Snapshot, multiprocess_mode: bool) -> bytes:
+def render(snapshot: StatsSnapshot, multiprocess_mode: bool, window_s: float = 15.0) -> bytes:
     registry = CollectorRegistry()
     if multiprocess_mode:
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     else:
         for collector in (REQUESTS, LATENCY, STORE_ERRORS):
             registry.register(collector)
-    registry.register(StatsCollector(snapshot))
+    registry.register(StatsCollector(snapshot, window_s))
     return generate_latest(registry)
+
+
+class MetricsResource:
+    """``GET /metrics``: this process's request series and the deployment's task series."""
+
+    def __init__(self, store: AsyncTaskStore, settings: Settings, queues: list[str]) -> None:
+        self.store, self.settings, self.queues = store, settings, queues
+
+    async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        snapshot = StatsSnapshot()
+        try:
+            async with asyncio.timeout(self.settings.redis_timeout_s):
+                snapshot = await self.store.stats(self.queues)
+        except (StoreUnavailable, TimeoutError):
+            STORE_ERRORS.inc()  # the scrape still answers: this process's own series
+        multiprocess_mode = bool(self.settings.prometheus_multiproc_dir)
+        window_s = self.settings.ready_worker_window_s
+        resp.data = render(snapshot, multiprocess_mode, window_s)
+        resp.content_type = CONTENT_TYPE

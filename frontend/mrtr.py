@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from frontend import params
 from frontend.envelope import RpcRequest
 from frontend.services import Services
-from shared.errors import MISSING_CAPABILITY, McpError, invalid_params
+from shared.errors import MISSING_CAPABILITY, McpError
 from shared.tools import InputRequest, Tool, missing_capabilities
+from shared.wire import InputRequiredResult
 
 
 def require_capabilities(req: RpcRequest, requests: dict[str, InputRequest]) -> None:
@@ -23,28 +25,21 @@ def require_capabilities(req: RpcRequest, requests: dict[str, InputRequest]) -> 
         )
 
 
-def input_responses(req: RpcRequest) -> dict[str, Any]:
-    responses = req.params.get("inputResponses", {})
-    if responses is None:
-        return {}
-    if not isinstance(responses, dict) or not all(isinstance(v, dict) for v in responses.values()):
-        raise invalid_params("Invalid params: inputResponses must map keys to objects")
-    return responses
-
-
 def gather(
     services: Services,
     req: RpcRequest,
     tool: Tool,
     arguments: dict[str, Any],
     state: dict[str, Any] | None,
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+) -> tuple[dict[str, Any], InputRequiredResult | None]:
     """``(answers, None)`` once everything is answered, else ``({}, InputRequiredResult)``."""
     assert tool.ask_first is not None
     requests = tool.ask_first(arguments)
     collected: dict[str, Any] = dict(state.get("answers", {})) if state else {}
-    responses = input_responses(req)
+    responses = params.input_responses(req, required=False)
     for key in requests:
+        # First answer wins: a key answered in an earlier round (inside the signed state)
+        # cannot be changed by a later retry.
         if key in responses and key not in collected:
             collected[key] = responses[key]
     missing = {k: r for k, r in requests.items() if k not in collected}
@@ -54,4 +49,4 @@ def gather(
     token = services.signer.seal(
         services.principal(), tool.name, arguments, {"kind": "pre", "answers": collected}
     )
-    return {}, {"resultType": "input_required", "inputRequests": missing, "requestState": token}
+    return {}, InputRequiredResult(input_requests=missing, request_state=token)

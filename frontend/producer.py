@@ -1,11 +1,10 @@
 """The Celery producer of the web tier. Celery's publishing is blocking, so it runs on a small
-thread pool, never on the event loop. The web tier only publishes: it never holds an
-``AsyncResult`` and never reads Celery's result backend."""
+thread pool, never on the event loop. The web tier only publishes (the job contract is
+``shared.jobs``): it never holds an ``AsyncResult`` and never reads Celery's result backend."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Protocol
@@ -13,13 +12,12 @@ from typing import Protocol
 from celery import Celery
 
 from shared.celery_config import celery_config
+from shared.jobs import Run, send_run
 from shared.settings import Settings
-
-log = logging.getLogger("mcpq.web")
 
 
 class Producer(Protocol):
-    async def enqueue(self, tool: str, ref: str, queue: str, request_id: str = "") -> None: ...
+    async def enqueue(self, run: Run) -> None: ...
 
     async def revoke(self, ref: str) -> None: ...
 
@@ -28,6 +26,8 @@ class CeleryProducer:
     def __init__(self, settings: Settings) -> None:
         self._app = Celery("mcpq-web")
         self._app.conf.update(celery_config(settings))
+        # A few quick retries, then the caller gives up and leaves the run to the sweeper:
+        # a request must not hang on a broker that is down.
         self._app.conf.task_publish_retry_policy = {
             "max_retries": 2,
             "interval_start": 0.1,
@@ -36,16 +36,8 @@ class CeleryProducer:
         }
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="celery-producer")
 
-    async def enqueue(self, tool: str, ref: str, queue: str, request_id: str = "") -> None:
-        send = partial(
-            self._app.send_task,
-            tool,
-            args=[ref],
-            task_id=ref,
-            queue=queue,
-            headers={"mcpq_request_id": request_id},
-        )
-        await asyncio.get_running_loop().run_in_executor(self._pool, send)
+    async def enqueue(self, run: Run) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._pool, send_run, self._app, run)
 
     async def revoke(self, ref: str) -> None:
         revoke = partial(self._app.control.revoke, ref)

@@ -9,43 +9,26 @@ the hidden task, and the retry's answers are delivered to it.
 from __future__ import annotations
 
 import asyncio
-import logging
-import secrets
 import time
 from typing import Any
 
+from frontend import params
 from frontend.envelope import RpcRequest
-from frontend.mrtr import input_responses, require_capabilities
-from frontend.services import DISCONNECTED, Services
+from frontend.mrtr import require_capabilities
+from frontend.services import DISCONNECTED, REQUEST_ID, Services
 from shared.errors import INTERNAL_ERROR, McpError, invalid_params
-from shared.keys import task_ref
-from shared.store_calls import NewTask
+from shared.store import Reply, TaskStatus
 from shared.tools import Tool
-
-log = logging.getLogger("mcpq.web")
+from shared.wire import CallToolResult, InputRequiredResult, Result
 
 
 async def start(
     services: Services, req: RpcRequest, tool: Tool, arguments: dict[str, Any], pre: dict[str, Any]
-) -> dict[str, Any]:
-    s = services.settings
-    ref = task_ref(secrets.token_urlsafe(32))
-    queue = tool.queue or s.default_queue
-    task = NewTask(
-        ref,
-        tool.name,
-        queue,
-        services.principal(),
-        arguments,
-        req.caps,
-        s.sync_ttl_ms,
-        s.poll_interval_ms,
-        pre,
-        sync=True,
+) -> Result:
+    created = await services.tasks.create(
+        services.principal(), tool, arguments, req.caps, pre, sync=True, request_id=REQUEST_ID.get()
     )
-    await services.store.create(task, int(s.unclaimed_after_s * 1000))
-    await services.enqueue(tool.name, ref, queue)
-    return await wait(services, req, tool, arguments, ref)
+    return await wait(services, req, tool, arguments, created.ref)
 
 
 async def resume(
@@ -54,22 +37,20 @@ async def resume(
     tool: Tool,
     arguments: dict[str, Any],
     state: dict[str, Any],
-) -> dict[str, Any]:
+) -> Result:
+    """The MRTR retry of a synchronous call that asked for input: deliver its answers to the
+    hidden task the signed state names, then wait again."""
     ref = str(state.get("ref", ""))
-    unclaimed_ms = int(services.settings.unclaimed_after_s * 1000)
-    reply = await services.store.answer(
-        ref, services.principal(), input_responses(req), unclaimed_ms
-    )
-    if reply[0] == "NOTFOUND":
+    responses = params.input_responses(req, required=False)
+    answered = await services.tasks.answer(services.principal(), ref, responses, REQUEST_ID.get())
+    if answered.reply is Reply.NOTFOUND:
         raise invalid_params("Invalid params: requestState refers to a call that has expired")
-    if reply[0] == "RESUME":
-        await services.enqueue(reply[1], ref, reply[2] or services.settings.default_queue)
     return await wait(services, req, tool, arguments, ref)
 
 
 async def wait(
     services: Services, req: RpcRequest, tool: Tool, arguments: dict[str, Any], ref: str
-) -> dict[str, Any]:
+) -> Result:
     try:
         return await _wait(services, req, tool, arguments, ref)
     except asyncio.CancelledError:  # the server cancelled this request: stop its run too
@@ -78,55 +59,44 @@ async def wait(
 
 
 async def _abandon(services: Services, ref: str, reason: str) -> None:
-    await services.store.cancel(ref, services.principal(), reason)
-    try:
-        await services.producer.revoke(ref)
-    except Exception as exc:  # the store says cancelled already; the worker will see it
-        log.warning("revoke failed: %s", type(exc).__name__)
+    await services.tasks.cancel(services.principal(), ref, reason)
 
 
 async def _wait(
     services: Services, req: RpcRequest, tool: Tool, arguments: dict[str, Any], ref: str
-) -> dict[str, Any]:
-    store, principal = services.store, services.principal()
+) -> Result:
+    tasks, principal = services.tasks, services.principal()
     deadline = time.monotonic() + services.settings.sync_timeout_s
     gone = DISCONNECTED.get()
     while (left := deadline - time.monotonic()) > 0:
-        if (
-            await store.wait_done(ref, min(left, 1.0)) is None
-            and gone is not None
-            and gone.is_set()
-        ):
+        # One-second slices: between them a client that went away is noticed; a wake-up (the
+        # run ended or asked for input) ends the slice early, then the store says which.
+        woken = await tasks.wait_done(ref, min(left, 1.0))
+        if woken is None and gone is not None and gone.is_set():
             # A disconnect cancels the request (spec): the hidden task and its run stop too.
             await _abandon(services, ref, "the client disconnected")
             raise McpError(INTERNAL_ERROR, "The client disconnected")
-        record, inputs = await store.get(ref, principal)
-        if record.status == "completed":
-            return record.result or {"resultType": "complete", "content": []}
-        if record.status == "failed":
+        record, inputs = await tasks.get(principal, ref)
+        if record.status is TaskStatus.COMPLETED:
+            return CallToolResult.model_validate(record.result or {"content": []})
+        if record.status is TaskStatus.FAILED:
             error = record.error or {}
-            raise McpError(
-                int(error.get("code", INTERNAL_ERROR)),
-                str(error.get("message", "")),
-                error.get("data"),
-            )
-        if record.status == "cancelled":
+            code, message = int(error.get("code", INTERNAL_ERROR)), str(error.get("message", ""))
+            raise McpError(code, message, error.get("data"))
+        if record.status is TaskStatus.CANCELLED:
             raise McpError(INTERNAL_ERROR, "Tool call was cancelled")
-        if record.status == "input_required" and inputs:
-            requests = record.wire("", inputs)["inputRequests"]
+        if record.status is TaskStatus.INPUT_REQUIRED and inputs:
             try:
-                require_capabilities(req, requests)
+                require_capabilities(req, inputs)
             except McpError:
-                await store.cancel(ref, principal, "client cannot answer the tool's input request")
+                await _abandon(services, ref, "client cannot answer the tool's input request")
                 raise
+            # The token names the hidden task and is bound to this principal, tool and
+            # arguments, so only the same call's retry can deliver answers to it.
             token = services.signer.seal(
                 principal, tool.name, arguments, {"kind": "sync", "ref": ref}
             )
-            return {
-                "resultType": "input_required",
-                "inputRequests": requests,
-                "requestState": token,
-            }
+            return InputRequiredResult(input_requests=inputs, request_state=token)
     await _abandon(services, ref, "synchronous call timed out")
     message = (
         f"Tool call did not finish within {services.settings.sync_timeout_s:g}s; call it as a task"

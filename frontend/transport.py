@@ -1,12 +1,15 @@
-"""HTTP-level checks before any JSON is read (validation ladder, step 1): Origin (403), method
-(405), Content-Type (400), Accept (406), body size (413)."""
+"""HTTP-level checks before any JSON is read (validation ladder, step 1): body size (413),
+Origin (403), method (405), Content-Type (400), Accept (406).
+
+The edge (``frontend.edge``) never reads more than ``MCPQ_MAX_BODY_BYTES`` + 1 bytes, so the
+size check here, on what was read, is the only one."""
 
 from __future__ import annotations
 
 from urllib.parse import urlsplit
 
 from frontend.http_types import HttpReply, HttpRequest
-from shared import jsonutil
+from shared.errors import INVALID_REQUEST, McpError
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
@@ -20,8 +23,9 @@ def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
         return True
     try:
         host = urlsplit(origin).hostname
-    except ValueError:
+    except ValueError:  # not even a URL ("null" from a sandboxed page is refused too)
         return False
+    # The host must be exactly local: "localhost.evil.example" is someone else's page.
     return host in _LOCAL_HOSTS
 
 
@@ -32,15 +36,17 @@ def _accepts_json(accept: str | None) -> bool:
     return bool(types & {"application/json", "application/*", "*/*"})
 
 
-def check(req: HttpRequest, allowed_origins: tuple[str, ...], max_body: int) -> HttpReply | None:
-    """A reply that ends the request here, or ``None`` to go on."""
+def check(
+    req: HttpRequest, allowed_origins: tuple[str, ...], max_body: int
+) -> HttpReply | McpError | None:
+    """What ends the request here (a plain HTTP reply, or a JSON-RPC error without an id), or
+    ``None`` to go on."""
+    # Size first: a body announced as too large was not even read (see frontend.edge).
+    if len(req.body) > max_body or (req.declared_length or 0) > max_body:
+        return _plain(413, "Payload Too Large")
     origin = req.header("origin")
     if origin is not None and not origin_allowed(origin, allowed_origins):
-        error = {
-            "jsonrpc": "2.0",
-            "error": {"code": -32600, "message": "Forbidden: invalid Origin"},
-        }
-        return HttpReply(403, jsonutil.dumpb(error))
+        return McpError(INVALID_REQUEST, "Forbidden: invalid Origin", http_status=403)
     if req.method != "POST":
         return _plain(405, "Method Not Allowed: this endpoint takes POST only", Allow="POST")
     content_type = (req.header("content-type") or "").split(";")[0].strip().lower()
@@ -48,6 +54,4 @@ def check(req: HttpRequest, allowed_origins: tuple[str, ...], max_body: int) -> 
         return _plain(400, "Bad Request: Content-Type must be application/json")
     if not _accepts_json(req.header("accept")):
         return _plain(406, "Not Acceptable: Accept must include application/json")
-    if len(req.body) > max_body:
-        return _plain(413, "Payload Too Large")
     return None

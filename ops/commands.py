@@ -20,14 +20,21 @@ def bind_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def web_command(*, port: int, workers: int, host: str = "0.0.0.0") -> list[str]:  # noqa: S104
-    """gunicorn serving the Falcon ASGI app; worker class and timeouts live in ops.gunicorn_conf."""
+def web_command(
+    *,
+    port: int,
+    workers: int,
+    host: str = "0.0.0.0",  # noqa: S104
+    app: str = ASGI_APP,
+) -> list[str]:
+    """gunicorn serving the Falcon ASGI app (``app``: another one, e.g. a test's); worker class
+    and timeouts live in ops.gunicorn_conf."""
     return [
         sys.executable, "-m", "gunicorn",
         "-c", GUNICORN_CONFIG,
         "--bind", bind_address(host, port),
         "--workers", str(workers),
-        ASGI_APP,
+        app,
     ]  # fmt: skip
 
 

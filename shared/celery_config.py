@@ -19,15 +19,20 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     return {
         **tls,
         "broker_url": settings.redis_url,
+        # Task state lives in our store; Celery's result backend would be a second truth.
         "result_backend": None,
         "task_ignore_result": True,
+        # JSON in and out: whoever can write to Redis must not get code run in a worker.
         "task_serializer": "json",
         "result_serializer": "json",
         "event_serializer": "json",
         "accept_content": ["json"],
         "result_accept_content": ["json"],
+        # A message is acked when its run ends, and requeued at once if the pool process
+        # dies; a run already claimed is fenced, so a second delivery never runs it twice.
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
+        # One message reserved per pool slot: a long run does not hold others hostage.
         "worker_prefetch_multiplier": 1,
         "worker_send_task_events": True,
         "task_send_sent_event": True,
@@ -37,6 +42,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_connection_retry": True,
         "broker_connection_max_retries": None,  # a Redis outage never stops a worker for good
         "broker_transport_options": {
+            # Far above any run: recovery is ours (leases), not kombu's redelivery.
             "visibility_timeout": settings.visibility_timeout_s,
             "socket_timeout": 5,
             "socket_connect_timeout": 5,

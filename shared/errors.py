@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-PROTOCOL_VERSION = "2026-07-28"
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+from shared.protocol import TASKS_EXTENSION
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -36,6 +35,14 @@ def http_status_for(code: int) -> int:
     return _HTTP_STATUS.get(code, 200)
 
 
+def rpc_error(code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """A JSON-RPC ``error`` object: the one place its shape is written."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return error
+
+
 class McpError(Exception):
     """A JSON-RPC error to send to the client as it is."""
 
@@ -47,10 +54,7 @@ class McpError(Exception):
         self.http_status = http_status or http_status_for(code)
 
     def to_error(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
+        return rpc_error(self.code, self.message, self.data)
 
 
 class TaskNotFound(McpError):
@@ -91,6 +95,9 @@ class ProtocolError(Exception):
         self.code = code
         self.message = message
         self.data = data
+
+    def to_error(self) -> dict[str, Any]:
+        return rpc_error(self.code, self.message, self.data)
 
 
 class TaskCancelled(BaseException):

@@ -38,6 +38,7 @@ def _unb64(text: str) -> bytes:
 
 class RequestStateSigner:
     def __init__(self, secret: str, ttl_s: int) -> None:
+        # A key derived for this one purpose: MCPQ_SECRET itself never signs anything.
         self._key = hashlib.sha256(b"mcpq-request-state:" + secret.encode()).digest()
         self._ttl_s = ttl_s
 
@@ -67,11 +68,14 @@ class RequestStateSigner:
             payload, mac = _unb64(token.split(".")[1]), _unb64(token.split(".")[2])
         except ValueError:
             raise InvalidRequestState("malformed requestState") from None
+        # Constant-time comparison, and nothing of the payload is read before it verifies.
         if not hmac.compare_digest(mac, self._mac(payload)):
             raise InvalidRequestState("requestState failed verification")
         body = jsonutil.loads(payload)
         if not isinstance(body, dict) or body.get("exp", 0) < time.time():
             raise InvalidRequestState("requestState expired")
+        # Bound to who asked and what for: a token is no use to another principal, another
+        # tool, or the same tool with other arguments.
         if body.get("sub") != principal or body.get("tool") != tool:
             raise InvalidRequestState("requestState belongs to another request")
         if body.get("args") != arguments_digest(tool, arguments):

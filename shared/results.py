@@ -5,28 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 from shared import jsonutil
+from shared.wire import CallToolResult
 
 
-def call_tool_result(value: Any) -> dict[str, Any]:
+def call_tool_result(value: Any) -> CallToolResult:
     """``str`` → one text block; a dict with ``content`` → taken as a CallToolResult; anything
     else JSON-able → ``structuredContent`` plus its JSON as text; ``None`` → no content."""
     if isinstance(value, dict) and "content" in value:
-        return {"resultType": "complete", **value}
+        return CallToolResult.model_validate(value)
     if value is None:
-        return {"resultType": "complete", "content": []}
+        return CallToolResult(content=[])
     if isinstance(value, str):
-        return {"resultType": "complete", "content": [{"type": "text", "text": value}]}
-    text = jsonutil.dumps(value)
-    result: dict[str, Any] = {"resultType": "complete", "content": [{"type": "text", "text": text}]}
+        return CallToolResult(content=[{"type": "text", "text": value}])
+    text = [{"type": "text", "text": jsonutil.dumps(value)}]
     if isinstance(value, dict):
-        result["structuredContent"] = value
-    return result
+        return CallToolResult(content=text, structured_content=value)
+    return CallToolResult(content=text)
 
 
-def error_result(message: str) -> dict[str, Any]:
+def error_result(message: str) -> CallToolResult:
     """A tool-level error (``isError: true``), still a completed task."""
-    return {
-        "resultType": "complete",
-        "content": [{"type": "text", "text": message}],
-        "isError": True,
-    }
+    return CallToolResult(content=[{"type": "text", "text": message}], is_error=True)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-DEFAULT_TOOLS = "workers.tools.conformance,workers.tools.demo"
+DEFAULT_TOOLS = "tools.conformance_fixtures,tools.demo"
 
 
 def _bool(raw: str) -> bool:
@@ -117,7 +117,6 @@ class Settings:
     log_format: str = field(default="json", metadata={"env": "MCPQ_LOG_FORMAT"})
     log_level: str = field(default="INFO", metadata={"env": "MCPQ_LOG_LEVEL"})
     server_name: str = field(default="mcpq", metadata={"env": "MCPQ_SERVER_NAME"})
-    fault_hook: str = field(default="", metadata={"env": "MCPQ_TEST_FAULT"})
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -145,4 +144,5 @@ class Settings:
     @property
     def visibility_timeout_s(self) -> int:
         """Kombu redelivers unacked messages after this; far above any run (leases recover)."""
+        # Derived here, not a setting: a shorter one would re-run long tools while they run.
         return 7 * 24 * 3600

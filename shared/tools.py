@@ -117,6 +117,10 @@ class Tool:
     """How long one run may execute the tool's own code without calling its context before it
     is stopped and the task fails; ``None``: ``MCPQ_MAX_RUN_S``; ``0``: no limit."""
 
+    def ttl(self, default_ttl_ms: int | None) -> int | None:
+        """The tasks' ``ttlMs``: the tool's own, else the default (``None``: unlimited)."""
+        return default_ttl_ms if self.ttl_ms is _UNSET else self.ttl_ms
+
     def run_limit_s(self, default_s: float) -> float:
         """The effective ``max_run_s`` (0 = no limit)."""
         return default_s if self.max_run_s is None else self.max_run_s
@@ -157,63 +161,93 @@ def _args_model(name: str, fn: Callable[..., Any]) -> type[pydantic.BaseModel]:
         annotation = Any if p.annotation is inspect.Parameter.empty else p.annotation
         default = ... if p.default is inspect.Parameter.empty else p.default
         fields[p.name] = (annotation, default)
+    # Unknown arguments are refused, not dropped: a model that misspells one learns so.
     config = pydantic.ConfigDict(extra="forbid")
     return pydantic.create_model(f"{name}_arguments", __config__=config, **fields)
 
 
+_MARK = "__mcpq_tool__"
+
+
+def tool(
+    name: str | None = None,
+    *,
+    description: str | None = None,
+    task: TaskMode = "optional",
+    queue: str | None = None,
+    ttl_ms: int | Any | None = _UNSET,
+    poll_interval_ms: int | None = None,
+    ask_first: Prelude | None = None,
+    max_run_s: float | None = None,
+) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Declare a function an MCP tool. It is served where its module is loaded into a
+    :class:`Registry` (``MCPQ_TOOLS``); declaring registers nothing by itself."""
+
+    def mark(fn: Callable[..., T]) -> Callable[..., T]:
+        tool_name = name or fn.__name__
+        # The tool name is the Celery task name: Celery's own and ours must stay unshadowed.
+        if tool_name.startswith(("celery.", "mcpq.")):
+            raise ValueError(f"reserved tool name: {tool_name}")
+        if max_run_s is not None and not max_run_s >= 0:
+            raise ValueError(f"{tool_name}: max_run_s must be 0 (no limit) or more seconds")
+        spec = Tool(
+            tool_name,
+            description or inspect.getdoc(fn) or tool_name,
+            fn,
+            task,
+            queue,
+            ttl_ms,
+            poll_interval_ms,
+            _args_model(tool_name, fn),
+            ask_first,
+            max_run_s,
+        )
+        setattr(fn, _MARK, spec)
+        return fn
+
+    return mark
+
+
 class Registry:
-    """Tools by name."""
+    """The tools one process serves, by name: an object the web app and the worker are given,
+    not a global filled by imports."""
 
-    def __init__(self) -> None:
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self.tools: dict[str, Tool] = {}
+        for spec in tools:
+            self.add(spec)
 
-    def tool(
-        self,
-        name: str | None = None,
-        *,
-        description: str | None = None,
-        task: TaskMode = "optional",
-        queue: str | None = None,
-        ttl_ms: int | Any | None = _UNSET,
-        poll_interval_ms: int | None = None,
-        ask_first: Prelude | None = None,
-        max_run_s: float | None = None,
-    ) -> Callable[[Callable[..., T]], Callable[..., T]]:
-        def register(fn: Callable[..., T]) -> Callable[..., T]:
-            tool_name = name or fn.__name__
-            if tool_name.startswith(("celery.", "mcpq.")):
-                raise ValueError(f"reserved tool name: {tool_name}")
-            if max_run_s is not None and not max_run_s >= 0:
-                raise ValueError(f"{tool_name}: max_run_s must be 0 (no limit) or more seconds")
-            doc = description or inspect.getdoc(fn) or tool_name
-            self.tools[tool_name] = Tool(
-                tool_name,
-                doc,
-                fn,
-                task,
-                queue,
-                ttl_ms,
-                poll_interval_ms,
-                _args_model(tool_name, fn),
-                ask_first,
-                max_run_s,
-            )
-            return fn
+    @classmethod
+    def from_modules(cls, modules: Iterable[str]) -> Registry:
+        """Import the tool modules and collect their ``@tool`` functions, in definition order."""
+        registry = cls()
+        for module_name in modules:
+            module = importlib.import_module(module_name)
+            for value in list(vars(module).values()):
+                spec = getattr(value, _MARK, None)
+                # A module may import another's tool: only its own definitions count here.
+                if isinstance(spec, Tool) and getattr(value, "__module__", None) == module_name:
+                    registry.add(spec)
+        return registry
 
-        return register
+    def add(self, spec: Tool) -> None:
+        if spec.name in self.tools and self.tools[spec.name].fn is not spec.fn:
+            raise ValueError(f"two tools are named {spec.name}")
+        self.tools[spec.name] = spec
+
+    def tool(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        """:func:`tool`, and add the result to this registry (tests, ad hoc registries)."""
+
+        def mark_and_add(fn: Callable[..., T]) -> Callable[..., T]:
+            marked = tool(*args, **kwargs)(fn)
+            self.add(getattr(marked, _MARK))
+            return marked
+
+        return mark_and_add
 
     def get(self, name: str) -> Tool | None:
         return self.tools.get(name)
 
-    def load(self, modules: Iterable[str]) -> Registry:
-        """Import the tool modules (their ``@tool`` decorators fill the default registry)."""
-        for module in modules:
-            importlib.import_module(module)
-        return self
-
-    def effective_ttl(self, tool: Tool, default_ttl_ms: int | None) -> int | None:
-        return default_ttl_ms if tool.ttl_ms is _UNSET else tool.ttl_ms
-
-
-registry = Registry()
-tool = registry.tool
+    def queues(self) -> set[str]:
+        """The queues the tools name (tools without one use the default queue)."""
+        return {spec.queue for spec in self.tools.values() if spec.queue}

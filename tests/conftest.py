@@ -1,11 +1,11 @@
 """Shared by every test directory.
 
 - Puts the repository root on ``sys.path``: ``tests`` has no ``__init__.py``, so pytest's default
-  (prepend) import mode only adds each test file's own directory, and ``tests.support`` /
-  ``tests.e2e.harness`` would not be importable.
+  (prepend) import mode only adds each test file's own directory, and ``tests.support`` would
+  not be importable.
 - The report header names the redis-server binaries the tests start, with their versions.
-- When a test fails while end-to-end stacks (``tests.e2e.harness.Stack``) are running, the tails of
-  their process logs are attached to the failure report.
+- When a test fails while process stacks (``tests.support.stacks.LiveStack``) are running, the
+  tails of their process logs are attached to the failure report.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[Any]
 ) -> Generator[None, Any, Any]:
     report = yield
-    harness = sys.modules.get("tests.e2e.harness")
-    if harness is not None and report.failed:
-        for stack in harness.live_stacks():
+    stacks = sys.modules.get("tests.support.stacks")
+    if stacks is not None and report.failed:
+        for stack in stacks.live_stacks():
             report.sections.append((f"process logs: {stack.name}", stack.tails()))
     return report

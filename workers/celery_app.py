@@ -17,19 +17,18 @@ from celery.exceptions import Ignore
 
 from shared import logs
 from shared.celery_config import celery_config
-from shared.keys import Keys
-from shared.redis_clients import sync_client
+from shared.jobs import read_run
 from shared.settings import Settings
-from shared.store import TaskStore
-from shared.tools import registry
+from shared.store import TaskStatus, open_store
+from shared.tools import Registry
 from workers import metrics
-from workers.runner import RunDeps, run_task
+from workers.runner import PARKED, RunControl, RunDeps, run_task
 
 log = logging.getLogger("mcpq.worker")
 settings = Settings.from_env()
 app = Celery("mcpq")
 app.conf.update(celery_config(settings))
-registry.load(settings.tools)
+registry = Registry.from_modules(settings.tools)
 
 _deps: tuple[int, RunDeps] | None = None
 
@@ -38,15 +37,15 @@ def deps() -> RunDeps:
     """Per-process dependencies, built after fork (Redis connections must not cross a fork)."""
     global _deps
     if _deps is None or _deps[0] != os.getpid():
-        keys = Keys(settings.key_prefix)
-        store = TaskStore(sync_client(settings), keys)
-        blocking = sync_client(settings, block_s=settings.input_hold_s + 1)
-        _deps = (os.getpid(), RunDeps(settings, store, blocking, registry))
+        # The blocking client waits up to the input hold in one BLPOP (ctx.ask, ctx.sleep).
+        store = open_store(settings, block_s=settings.input_hold_s + 1)
+        _deps = (os.getpid(), RunDeps(settings, store, registry))
     return _deps[1]
 
 
 def _make_job(tool_name: str) -> Any:
     def job(self: Task[Any, Any], ref: str) -> str:
+        run = read_run(tool_name, [ref], vars(self.request))
         job_id = str(self.request.id)
 
         def terminate() -> None:
@@ -55,11 +54,10 @@ def _make_job(tool_name: str) -> Any:
         def on_state(state: str) -> None:
             self.send_event(f"task-{state}")
 
-        request_id = str(self.request.get("mcpq_request_id") or "")
         started = time.perf_counter()
-        outcome = run_task(deps(), ref, terminate, on_state, request_id, tool_name)
+        outcome = run_task(deps(), run, RunControl(terminate, on_state))
         metrics.record(tool_name, outcome, time.perf_counter() - started)
-        if outcome in {"cancelled", "parked"}:
+        if outcome in {TaskStatus.CANCELLED, PARKED}:
             # Keep the MCP state its custom event showed; Celery would overwrite it with SUCCESS.
             raise Ignore()
         return outcome

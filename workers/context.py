@@ -14,32 +14,30 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-import redis
-
 from shared.errors import TaskCancelled, ToolError
-from shared.store import TaskStore
-from shared.store_calls import InputPoll
+from shared.store import InputPoll, Reply, TaskStatus, TaskStore
 from shared.tools import InputRequest, elicitation, missing_capabilities, sampling
-from workers.signals import RunParked, RunSuperseded
+from workers.interrupts import RunParked, RunSuperseded
 
 T = TypeVar("T")
-_STOPPED = {"cancelled", None}  # None: the task is gone (expired)
+_STOPPED = {TaskStatus.CANCELLED, None}  # None: the task is gone (expired)
 _KIND = {"elicitation/create": "elicit", "sampling/createMessage": "sample", "roots/list": "roots"}
 
 
-def raise_for(status: str) -> None:
-    """Turn a fence sentinel from the store into the matching control-flow exception."""
-    if status == "TERMINAL" or status == "cancelled":
+def raise_for(reply: Reply) -> None:
+    """Turn the fence's refusal of a write into the matching control-flow exception: the task
+    ended (for a running tool that can only be a cancel), or this run lost it."""
+    if reply is Reply.TERMINAL:
         raise TaskCancelled()
-    if status in {"GONE", "SUPERSEDED"}:
+    if reply in {Reply.GONE, Reply.SUPERSEDED}:
         raise RunSuperseded()
+    raise RuntimeError(f"unexpected reply from the store: {reply}")
 
 
 class RunContext:
     def __init__(
         self,
         store: TaskStore,
-        blocking: redis.Redis,
         ref: str,
         gen: int,
         prelude: dict[str, Any],
@@ -47,7 +45,7 @@ class RunContext:
         on_state: Callable[[str], None] = lambda state: None,
         client_caps: dict[str, Any] | None = None,
     ) -> None:
-        self._store, self._blocking = store, blocking
+        self._store = store
         self.ref, self.gen = ref, gen
         self._prelude = prelude
         self._hold_s = hold_s
@@ -93,9 +91,9 @@ class RunContext:
 
     def report(self, message: str) -> None:
         with self._inside():
-            status = self._store.report(self.ref, self.gen, message)
-            if status != "OK":
-                raise_for(status)
+            reply = self._store.report(self.ref, self.gen, message)
+            if reply is not Reply.OK:
+                raise_for(reply)
 
     def sleep(self, seconds: float) -> None:
         with self._inside():
@@ -103,8 +101,8 @@ class RunContext:
             self._check()
             while (left := deadline - time.monotonic()) > 0:
                 # NOTE: near the deadline `left` is a sliver of a millisecond; wait_wake rounds
-                # it (shared.blocking) so Redis 6.2 cannot read it as "block forever".
-                self._store.wait_wake(self._blocking, self.ref, min(left, self._hold_s))
+                # it (shared.store.blocking) so Redis 6.2 cannot read it as "block forever".
+                self._store.wait_wake(self.ref, min(left, self._hold_s))
                 self._check()
 
     def ask(self, *requests: InputRequest) -> list[dict[str, Any]]:
@@ -120,14 +118,14 @@ class RunContext:
         outstanding = dict(zip(keys, requests, strict=True))
         poll = self._poll(outstanding)
         if poll.missing:
-            self._on_state("input_required")  # a Celery task event: Flower shows the MCP state
+            self._on_state(TaskStatus.INPUT_REQUIRED)  # a task event: Flower shows the MCP state
         deadline = time.monotonic() + self._hold_s
         while poll.missing:
             left = deadline - time.monotonic()
             if left <= 0:
                 self._park()
             else:
-                self._store.wait_wake(self._blocking, self.ref, left)
+                self._store.wait_wake(self.ref, left)
             poll = self._poll(outstanding)
         answers = poll.answers or {}
         return [answers[key] for key in keys]
@@ -148,9 +146,9 @@ class RunContext:
             return value  # type: ignore[no-any-return]
         result = fn()  # the tool's own code: it counts towards max_run_s like any other
         with self._inside():
-            status, stored = self._store.save_step(self.ref, self.gen, name, result)
-        if status != "OK":
-            raise_for(status)
+            reply, stored = self._store.save_step(self.ref, self.gen, name, result)
+        if reply is not Reply.OK:
+            raise_for(reply)
         return stored  # type: ignore[no-any-return]
 
     # -- internals ------------------------------------------------------------------------------
@@ -171,13 +169,13 @@ class RunContext:
 
     def _poll(self, requests: dict[str, InputRequest]) -> InputPoll:
         poll = self._store.request_input(self.ref, self.gen, requests)
-        if poll.status != "OK":
-            raise_for(poll.status)
+        if poll.reply is not Reply.OK:
+            raise_for(poll.reply)
         return poll
 
     def _park(self) -> None:
-        status = self._store.park(self.ref, self.gen)
-        if status == "PARKED":
+        reply = self._store.park(self.ref, self.gen)
+        if reply is Reply.PARKED:
             raise RunParked()
-        if status != "ANSWERED":
-            raise_for(status)
+        if reply is not Reply.ANSWERED:
+            raise_for(reply)

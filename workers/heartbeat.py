@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from shared.errors import StoreUnavailable
 from shared.logs import task_hash
-from shared.store import TaskStore
+from shared.store import Reply, TaskStore
 
 log = logging.getLogger("mcpq.worker")
 
@@ -72,16 +72,16 @@ class Heartbeat(threading.Thread):
                 self._stop_stalled_run()
                 return
             try:
-                status = self._store.renew(self._ref, self._gen, self._lease_ms)
+                renewal = self._store.renew(self._ref, self._gen, self._lease_ms)
             except StoreUnavailable:
                 log.warning("lease renewal failed: task store unavailable")
                 continue
             except Exception:  # e.g. Redis out of memory: keep beating, the next one may pass
                 log.warning("lease renewal failed", exc_info=True)
                 continue
-            if status == "PARKED":  # the run let go of the task; it is ending
+            if renewal.reply is Reply.PARKED:  # the run let go of the task; it is ending
                 return
-            if status in {"cancelled", "GONE", "SUPERSEDED", "completed", "failed"}:
+            if renewal.reply is not Reply.OK:  # ended (cancelled), gone, or taken over
                 self._cancel_seen.set()
                 cancelled_at = cancelled_at or time.monotonic()
             if cancelled_at is not None and time.monotonic() - cancelled_at >= self._grace_s:

@@ -13,141 +13,139 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import redis
-
 from shared.errors import (
     INTERNAL_ERROR,
     ProtocolError,
     StoreUnavailable,
     TaskCancelled,
     ToolError,
+    rpc_error,
 )
+from shared.jobs import Run
 from shared.logs import task_hash
-from shared.records import TaskRecord
 from shared.results import call_tool_result, error_result
 from shared.settings import Settings
-from shared.store import TaskStore
-from shared.tools import Registry
+from shared.store import Reply, TaskStatus, TaskStore
+from shared.tools import Registry, Tool
 from workers.context import RunContext
 from workers.heartbeat import Heartbeat, Watchdog
-from workers.signals import RunParked, RunSuperseded
+from workers.interrupts import RunParked, RunSuperseded
 
 log = logging.getLogger("mcpq.worker")
+PARKED = "parked"  # a run's outcome (not a task status): it let go of a task waiting for input
 
 
 @dataclass
 class RunDeps:
     settings: Settings
     store: TaskStore
-    blocking: redis.Redis
     registry: Registry
 
 
-def _outcome(fn: Callable[[], Any], tool: str) -> tuple[str, dict[str, Any], str]:
+@dataclass(frozen=True)
+class RunControl:
+    """What the job system lends a run: killing its own process, and showing a state."""
+
+    terminate: Callable[[], None]
+    on_state: Callable[[str], None]
+
+
+def _outcome(fn: Callable[[], Any], tool: str) -> tuple[TaskStatus, dict[str, Any], str]:
     try:
-        return "completed", call_tool_result(fn()), ""
+        return TaskStatus.COMPLETED, call_tool_result(fn()).dump(), ""
     except ToolError as exc:
-        return "completed", error_result(str(exc)), ""
+        return TaskStatus.COMPLETED, error_result(str(exc)).dump(), ""
     except StoreUnavailable:  # not the tool's fault: the run fails and is recovered by lease
         raise
     except ProtocolError as exc:
-        error: dict[str, Any] = {"code": exc.code, "message": exc.message}
-        if exc.data is not None:
-            error["data"] = exc.data
-        return "failed", error, exc.message
+        return TaskStatus.FAILED, exc.to_error(), exc.message
     except Exception as exc:
         log.exception("tool %s raised", tool)
-        return "completed", error_result(f"{type(exc).__name__}: {exc}"), ""
+        return TaskStatus.COMPLETED, error_result(f"{type(exc).__name__}: {exc}").dump(), ""
 
 
-def run_task(
-    deps: RunDeps,
-    ref: str,
-    terminate: Callable[[], None],
-    on_state: Callable[[str], None],
-    request_id: str = "",
-    tool: str = "",
-) -> str:
-    """Run the task's tool once; returns what happened, and logs it."""
+def run_task(deps: RunDeps, run: Run, control: RunControl) -> str:
+    """Run the task's tool once; returns what happened (a log and metrics label), and logs it."""
     started = time.perf_counter()
-    outcome = _run(deps, ref, terminate, on_state)
+    outcome = _run(deps, run.ref, control)
     fields = {
-        "task": task_hash(ref),
-        "tool": tool,
+        "task": task_hash(run.ref),
+        "tool": run.tool,
         "transition": outcome,
-        "request_id": request_id,
+        "request_id": run.request_id,
         "latency_ms": round((time.perf_counter() - started) * 1000, 2),
     }
     log.info("run ended", extra=fields)
     return outcome
 
 
-def _run(
-    deps: RunDeps, ref: str, terminate: Callable[[], None], on_state: Callable[[str], None]
-) -> str:
-    s = deps.settings
-    claim = deps.store.claim(ref, int(s.lease_s * 1000))
-    if claim.status != "OK" or claim.task is None:
-        return claim.status.lower()
-    record = TaskRecord.from_hash(ref, claim.task)
+def _run(deps: RunDeps, ref: str, control: RunControl) -> str:
+    s, store = deps.settings, deps.store
+    claim = store.claim(ref, int(s.lease_s * 1000))
+    if claim.reply is not Reply.OK or claim.record is None:
+        return claim.reply.lower()  # busy, parked, terminal, gone: this run must not start
+    record, gen = claim.record, claim.gen
     tool = deps.registry.get(record.tool)
     if tool is None:
         message = f"Unknown tool on this worker: {record.tool}"
-        error = {"code": INTERNAL_ERROR, "message": message}
-        deps.store.finish(ref, claim.gen, "failed", error, message)
-        return "failed"
+        store.finish(ref, gen, TaskStatus.FAILED, rpc_error(INTERNAL_ERROR, message), message)
+        return TaskStatus.FAILED.value
     ctx = RunContext(
-        deps.store,
-        deps.blocking,
+        store,
         ref,
-        claim.gen,
+        gen,
         record.pre,
         s.input_hold_s,
-        on_state,
+        control.on_state,
         None if record.sync else record.caps,  # a synchronous call checks them itself (MRTR)
     )
-    limit_s = tool.run_limit_s(s.max_run_s)
+    beat = Heartbeat(
+        store,
+        ref,
+        gen,
+        s.lease_s,
+        s.cancel_grace_s,
+        ctx.cancel_seen,
+        control.terminate,
+        _watchdog(store, ref, gen, tool, ctx, s.max_run_s),
+    )
+    beat.start()
+    try:
+        status, payload, message = _outcome(lambda: tool.call(ctx, record.arguments), tool.name)
+    except TaskCancelled:
+        control.on_state(TaskStatus.CANCELLED)
+        return TaskStatus.CANCELLED.value
+    except RunParked:
+        control.on_state(PARKED)
+        return PARKED
+    except RunSuperseded:
+        return "superseded"
+    except BaseException:  # SystemExit from billiard's SIGTERM handler, KeyboardInterrupt
+        hand_back(store, ref, gen)
+        raise
+    finally:
+        beat.stop()
+    # Fenced by `gen`: if the task was cancelled meanwhile, or a newer run took it over after
+    # our lease lapsed, this result is discarded and the task keeps what it has.
+    reply = store.finish(ref, gen, status, payload, message)
+    if reply is not Reply.OK:
+        return f"discarded-{reply.lower()}"
+    return status.value
+
+
+def _watchdog(
+    store: TaskStore, ref: str, gen: int, tool: Tool, ctx: RunContext, default_limit_s: float
+) -> Watchdog:
+    limit_s = tool.run_limit_s(default_limit_s)
 
     def fail_stalled() -> None:
         message = (
             f"Tool {tool.name} was stopped: it ran for {limit_s:g} s without calling its "
             "context (max_run_s)"
         )
-        deps.store.finish(
-            ref, claim.gen, "failed", {"code": INTERNAL_ERROR, "message": message}, message
-        )
+        store.finish(ref, gen, TaskStatus.FAILED, rpc_error(INTERNAL_ERROR, message), message)
 
-    watchdog = Watchdog(ctx.busy_for, limit_s, fail_stalled)
-    beat = Heartbeat(
-        deps.store,
-        ref,
-        claim.gen,
-        s.lease_s,
-        s.cancel_grace_s,
-        ctx.cancel_seen,
-        terminate,
-        watchdog,
-    )
-    beat.start()
-    try:
-        status, payload, message = _outcome(lambda: tool.call(ctx, record.arguments), tool.name)
-    except TaskCancelled:
-        on_state("cancelled")
-        return "cancelled"
-    except RunParked:
-        on_state("parked")
-        return "parked"
-    except RunSuperseded:
-        return "superseded"
-    except BaseException:  # SystemExit from billiard's SIGTERM handler, KeyboardInterrupt
-        hand_back(deps.store, ref, claim.gen)
-        raise
-    finally:
-        beat.stop()
-    outcome = deps.store.finish(ref, claim.gen, status, payload, message)
-    if outcome != "OK":
-        return f"discarded-{outcome.lower()}"
-    return status
+    return Watchdog(ctx.busy_for, limit_s, fail_stalled)
 
 
 def hand_back(store: TaskStore, ref: str, gen: int) -> None:

@@ -1,5 +1,6 @@
-"""The recovery sweeper: re-enqueues runs whose lease expired (a dead worker) and tasks that
-were persisted but never enqueued (a web process that died in between).
+"""The recovery sweeper: re-enqueues runs whose lease expired (a dead worker), tasks that were
+persisted but never enqueued (a web process that died in between), and enqueued runs no worker
+started (a worker killed after taking the message).
 
 It runs as a thread inside every worker's main process; a Redis lock lets one sweep at a time
 across the whole deployment, so no extra process type is needed. Duplicates it might cause are
@@ -10,59 +11,48 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-import uuid
 
-import redis
 from celery import Celery
 
 from shared.errors import StoreUnavailable
-from shared.keys import Keys
-from shared.redis_clients import sync_client
+from shared.jobs import Run, send_run
 from shared.settings import Settings
-from shared.store import TaskStore
+from shared.store import TaskStore, open_store
 
 log = logging.getLogger("mcpq.sweeper")
 
 
-def sweep_once(app: Celery, store: TaskStore, settings: Settings, token: str) -> int:
-    """One sweep under the lock; returns how many runs were enqueued again."""
-    # NOTE: short, so a dead holder delays recovery by at most about two sweep intervals.
+def sweep_once(app: Celery, store: TaskStore, settings: Settings) -> int:
+    """One sweep under the deployment-wide lock; returns how many runs were enqueued again."""
+    # NOTE: the lock only has to outlive one sweep (it is released right after); its TTL bounds
+    # how long a worker killed mid-sweep delays the next one.
     lock_ms = int(max(settings.sweep_interval_s * 2, 1.0) * 1000)
-    lock = store.keys.sweeper_lock
-    held = store.redis.set(lock, token, nx=True, px=lock_ms) or store.redis.get(lock) == token
-    if not held:
-        return 0
-    store.redis.pexpire(lock, lock_ms)
-    due = store.sweep(int(settings.unclaimed_after_s * 1000))
-    for ref, tool, queue in due:
-        app.send_task(tool, args=[ref], task_id=ref, queue=queue or settings.default_queue)
-        store.mark_enqueued(ref, int(settings.requeue_unstarted_s * 1000))
+    with store.lock("sweeper", lock_ms) as held:
+        if not held:
+            return 0
+        # sweep.lua re-arms each due task on the unclaimed list before we publish, so a
+        # message lost here (broker down, this process killed) is found again next time.
+        due = store.sweep(int(settings.unclaimed_after_s * 1000))
+        for item in due:
+            send_run(app, Run(item.tool, item.ref, item.queue or settings.default_queue))
+            store.mark_enqueued(item.ref, int(settings.requeue_unstarted_s * 1000))
     if due:
         log.warning("sweeper re-enqueued %d run(s)", len(due))
     return len(due)
 
 
 def _loop(app: Celery, settings: Settings, node: str, stop: threading.Event) -> None:
-    store = TaskStore(sync_client(settings), Keys(settings.key_prefix))
-    token = uuid.uuid4().hex
+    store = open_store(settings)
     while True:
         try:
-            beat_worker(store, node)
-            sweep_once(app, store, settings, token)
-        except (StoreUnavailable, redis.RedisError, OSError) as exc:
+            store.beat_worker(node)
+            sweep_once(app, store, settings)
+        except StoreUnavailable:
+            log.warning("sweep failed: task store unavailable")
+        except Exception as exc:  # e.g. the broker is down: this thread must outlive it
             log.warning("sweep failed: %s", type(exc).__name__)
         if stop.wait(settings.sweep_interval_s):
             return
-
-
-def beat_worker(store: TaskStore, node: str) -> None:
-    """Record that this worker node is alive (``/readyz`` and ``mcpq status`` read it)."""
-    now_ms = int(time.time() * 1000)
-    pipe = store.redis.pipeline(transaction=False)
-    pipe.zadd(store.keys.workers, {node: now_ms})
-    pipe.zremrangebyscore(store.keys.workers, "-inf", now_ms - 24 * 3600 * 1000)
-    pipe.execute()
 
 
 def start_sweeper(app: Celery, settings: Settings, node: str) -> threading.Event:

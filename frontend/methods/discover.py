@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from frontend.envelope import SUPPORTED_VERSIONS, RpcRequest
+from frontend.envelope import RpcRequest
 from frontend.services import Services
-from shared.errors import TASKS_EXTENSION
+from shared.protocol import SUPPORTED_VERSIONS, TASKS_EXTENSION
+from shared.wire import Discovery
 
 
-async def discover(services: Services, req: RpcRequest) -> dict[str, Any]:
-    return {
-        "resultType": "complete",
-        "supportedVersions": SUPPORTED_VERSIONS,
-        "capabilities": {"tools": {"listChanged": False}, "extensions": {TASKS_EXTENSION: {}}},
-        "instructions": (
+async def discover(services: Services, req: RpcRequest) -> Discovery:
+    return Discovery(
+        supported_versions=list(SUPPORTED_VERSIONS),
+        capabilities={"tools": {"listChanged": False}, "extensions": {TASKS_EXTENSION: {}}},
+        instructions=(
             "Long-running tools answer with a task when the client declares the "
             f"{TASKS_EXTENSION} extension; poll it with tasks/get."
         ),
-        "ttlMs": 0,
-        "cacheScope": "private",
-    }
+        ttl_ms=0,
+        cache_scope="private",
+    )

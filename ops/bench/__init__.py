@@ -1,9 +1,12 @@
-"""Benchmarks that run a private mcpq stack of their own (redis-server on a free loopback port,
-web, Celery workers; every process in its own group, stopped by pid).
+"""Benchmarks that run a private mcpq stack of their own (``ops.stack.Stack``: redis-server on a
+free loopback port, web, Celery workers; every process in its own group, stopped by pid), driven
+through ``ops.mcp_client.McpClient``.
 
 - ``python -m ops.bench.pools``: throughput of a worker pool with one worker process, then two.
 - ``python -m ops.bench.recovery --runs 5``: SIGKILL the worker running a task, N times; how long
   until another worker resumes it, and that nothing is lost or done twice.
+- ``python -m ops.bench.answer_latency``: from ``tasks/update`` to the waiting tool's resumption.
 
-Each benchmark module is also the tool module of its own stack (``MCPQ_TOOLS``).
+Their tools live in one tool module, ``ops.bench.bench_tools``, which their stacks load through
+``MCPQ_TOOLS``; the benchmark modules themselves are never imported by the stack.
 """

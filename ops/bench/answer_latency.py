@@ -1,11 +1,12 @@
 """Answer latency: how long from ``tasks/update`` until the waiting tool has its answer?
 
 ``python -m ops.bench.answer_latency --tasks 50`` (from the repository root) starts a private
-stack (redis-server on a free port, one ``mcpq web``, one Celery prefork worker) and, one task at
-a time, calls ``bench_answer`` (below: it elicits once and returns the wall-clock time at which
-its ``ctx.elicit`` returned). When the task shows ``input_required`` the benchmark sends
-``tasks/update`` and reads, from the completed result, when the tool got the answer. It prints
-p50 / p95 / max of update-sent → tool-resumed and of the ``tasks/update`` round trip itself.
+stack (``ops.stack.Stack``: redis-server on a free port, one ``mcpq web``, one Celery prefork
+worker) and, one task at a time, calls ``bench_answer`` (``ops.bench.bench_tools``: it elicits
+once and returns the wall-clock time at which its ``ctx.elicit`` returned). When the task shows
+``input_required`` the benchmark sends ``tasks/update`` and reads, from the completed result,
+when the tool got the answer. It prints p50 / p95 / max of update-sent → tool-resumed and of the
+``tasks/update`` round trip itself.
 The worker is still holding its slot (the answer arrives well inside ``MCPQ_INPUT_HOLD_S``), so
 this is the hot path: a blocking pop on the task's wake list.
 
@@ -22,25 +23,16 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from ops.bench.stack import TASKS_EXTENSION, BenchStack, McpClient
+from ops.bench.bench_tools import ANSWER, MODULE
+from ops.mcp_client import McpClient, UnexpectedReply
 from ops.processes import wait_until
+from ops.stack import Stack
 from shared.settings import DEFAULT_TOOLS
-from shared.tools import ToolContext, tool
 
-TOOL = "bench_answer"
-TOOLS = f"{DEFAULT_TOOLS},ops.bench.answer_latency"
+TOOL = ANSWER
+TOOLS = f"{DEFAULT_TOOLS},{MODULE}"
 TARGET_P95_MS = 100.0
-_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
-
-
-@tool(
-    name=TOOL, task="optional", description="Benchmark: asks once, returns when it got the answer."
-)
-def bench_answer(ctx: ToolContext) -> dict[str, float]:
-    ctx.elicit("Go on?", _SCHEMA)
-    return {"answered_at": time.time()}
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -49,9 +41,9 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 
 def _one(client: McpClient) -> tuple[float, float]:
-    task_id = client.create(TOOL, {})
+    task_id = client.create_task(TOOL)["taskId"]
     waiting = wait_until(
-        lambda: (t := client.get(task_id))["status"] == "input_required" and t,
+        lambda: (t := client.task(task_id))["status"] == "input_required" and t,
         timeout=30,
         interval=0.005,
         message="input_required",
@@ -59,10 +51,12 @@ def _one(client: McpClient) -> tuple[float, float]:
     (key,) = waiting["inputRequests"]
     answer = {key: {"action": "accept", "content": {"ok": True}}}
     sent = time.time()
-    client.request("tasks/update", {"taskId": task_id, "inputResponses": answer}, task_id)
+    ack = client.update(task_id, answer).result  # UnexpectedReply unless acknowledged
     acked = time.time()
+    if ack.get("resultType") != "complete":
+        raise UnexpectedReply(f"tasks/update: {ack}")
     done = wait_until(
-        lambda: (t := client.get(task_id))["status"] == "completed" and t,
+        lambda: (t := client.task(task_id))["status"] == "completed" and t,
         timeout=30,
         interval=0.01,
         message="completed",
@@ -72,23 +66,19 @@ def _one(client: McpClient) -> tuple[float, float]:
 
 
 def run(tasks: int, workdir: Path) -> int:
-    stack = BenchStack(workdir, TOOLS, {"MCPQ_INPUT_HOLD_S": "30"})
+    stack = Stack("answer", workdir, tools=TOOLS, env={"MCPQ_INPUT_HOLD_S": "30"})
     try:
-        stack.start()
-        argv = [
-            sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool",
-            "prefork", "-c", "1", "-Q", "mcpq", "--loglevel", "WARNING", "-n", "answer@%h",
-            "--without-mingle", "--without-gossip",
-        ]  # fmt: skip
+        server = stack.start_redis()
+        print(f"started {server.binary.describe()}", file=sys.stderr, flush=True)
+        stack.start_web()
         stack.start_worker(
-            "worker", argv, lambda p: stack.redis_client().zcard("{mcpq}:workers") > 0
+            concurrency=1, loglevel="WARNING", events=False, ready=lambda: stack.stats().workers
         )
-        caps: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {}}
-        client = McpClient(stack.mcp_url, caps)
-        _one(client)  # warm-up: imports, connections
-        resumed, acks = zip(*(_one(client) for _ in range(tasks)), strict=True)
+        with McpClient(stack.url(), client_name="mcpq-bench") as client:
+            _one(client)  # warm-up: imports, connections
+            resumed, acks = zip(*(_one(client) for _ in range(tasks)), strict=True)
     finally:
-        left = stack.close()
+        left = sum(len(pids) for pids in stack.close().values())
     print(f"{tasks} tasks, one at a time; the worker waits in its slot (hold 30 s)")
     for label, values in (
         ("update sent -> tool resumed", resumed),
@@ -101,7 +91,7 @@ def run(tasks: int, workdir: Path) -> int:
     p95 = _percentile(list(resumed), 0.95)
     ok = p95 <= TARGET_P95_MS and not left
     verdict = "met" if ok else "MISSED"
-    print(f"target: p95 within {TARGET_P95_MS:g} ms: {verdict}; processes left: {len(left)}")
+    print(f"target: p95 within {TARGET_P95_MS:g} ms: {verdict}; processes left: {left}")
     return 0 if ok else 1
 
 

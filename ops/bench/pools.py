@@ -1,16 +1,13 @@
 """Throughput of a worker pool with one worker process, then two: ``python -m ops.bench.pools``.
 
-Starts a private redis-server (never the shared one), ``mcpq web`` and
-``mcpq worker --queues bulk --concurrency 1`` nodes on loopback, exactly as the Procfile's
-``worker_bulk`` formation runs them. It creates ``--tasks`` tasks of ``bench_sleep`` (declared
-below on the ``bulk`` queue; it sleeps ``--seconds``) through ``POST /mcp`` and measures tasks
-completed per second, from the first create to the last completion (read from the deployment's
-task counters in Redis), first with one worker process, then with a second one added. Prints both
-rates and their ratio; with ``--json``, one JSON object instead.
-
-This module is also the tool module of the benchmark (``MCPQ_TOOLS=ops.bench.pools``): like any
-tool module it is imported by the web tier and the workers, so it imports only ``shared``, the
-standard library and ``ops``' process helpers (``ops.bench.stack``) at module level.
+Starts a private stack (``ops.stack.Stack``: a redis-server on a free loopback port, never the
+shared one, and ``mcpq web``) and ``mcpq worker --queues bulk --concurrency 1`` nodes, exactly as
+the Procfile's ``worker_bulk`` formation runs them. It creates ``--tasks`` tasks of
+``bench_sleep`` (``ops.bench.bench_tools``, on the ``bulk`` queue; it sleeps ``--seconds``)
+through ``POST /mcp`` and measures tasks completed per second, from the first create to the last
+completion (read from the deployment's task counters, ``TaskStore.stats``), first with one worker
+process, then with a second one added. Prints both rates and their ratio; with ``--json``, one
+JSON object instead.
 """
 
 from __future__ import annotations
@@ -25,22 +22,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ops.bench.stack import BenchStack, McpClient
+from ops.bench.bench_tools import BULK_QUEUE, MODULE, SLEEP
+from ops.mcp_client import McpClient
 from ops.processes import wait_until
-from shared.keys import Keys
-from shared.tools import ToolContext, tool
+from ops.stack import Stack
 
-BULK_QUEUE = "bulk"
-TOOL = "bench_sleep"
-TOOLS_MODULE = "ops.bench.pools"
-
-
-@tool(
-    task="optional", queue=BULK_QUEUE, description="Benchmark: sleeps `seconds` on the bulk pool."
-)
-def bench_sleep(ctx: ToolContext, seconds: float = 0.2) -> str:
-    ctx.sleep(seconds)
-    return "slept"
+TOOL = SLEEP
 
 
 @dataclass(frozen=True)
@@ -70,35 +57,32 @@ class Result:
         return json.dumps({**asdict(self), "ratio": round(self.ratio, 3)})
 
 
-class Bench(BenchStack):
-    """The shared bench stack; each process with a metrics directory of its own, quieter logs."""
+class Bench:
+    """The stack of the benchmark; each process with a metrics directory of its own, in the
+    work directory, and quieter logs."""
 
     def __init__(self, workdir: Path) -> None:
-        super().__init__(workdir, TOOLS_MODULE, {"MCPQ_LOG_LEVEL": "WARNING"})
+        self.workdir = workdir
+        self.stack = Stack("pools", workdir, tools=MODULE, env={"MCPQ_LOG_LEVEL": "WARNING"})
 
-    def env(self, name: str) -> dict[str, str]:
+    def metrics_env(self, name: str) -> dict[str, str]:
         metrics_dir = self.workdir / f"metrics-{name}"
         metrics_dir.mkdir()
-        return {**super().env(name), "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+        return {"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+
+    def start(self) -> None:
+        server = self.stack.start_redis()
+        print(f"started {server.binary.describe()}", file=sys.stderr, flush=True)
+        self.stack.start_web(**self.metrics_env("web"))
 
     def add_worker(self, node: str) -> None:
         """``mcpq worker --queues bulk --concurrency 1``; returns once it beats in Redis."""
-        argv = [
-            sys.executable, "-m", "ops.cli", "worker", "--queues", BULK_QUEUE,
-            "--concurrency", "1", "--hostname", f"{node}@%h",
-        ]  # fmt: skip
-        with self.redis_client() as client:
-
-            def beating(_: object) -> bool:
-                members = client.zrange(Keys().workers, 0, -1)
-                return any(str(m).startswith(f"{node}@") for m in members)
-
-            self.start_worker(node, argv, beating)
+        stack = self.stack
+        pool = stack.spawn_pool(BULK_QUEUE, node, concurrency=1, **self.metrics_env(node))
+        stack.wait_ready(pool, lambda: any(n.startswith(f"{node}@") for n in stack.stats().workers))
 
     def completed(self) -> int:
-        with self.redis_client() as client:
-            raw = client.hget(Keys().stats, f"completed:{TOOL}")
-        return int(raw or 0)
+        return self.stack.stats().totals["completed"].get(TOOL, 0)
 
 
 def throughput(bench: Bench, client: McpClient, tasks: int, seconds: float) -> float:
@@ -106,7 +90,7 @@ def throughput(bench: Bench, client: McpClient, tasks: int, seconds: float) -> f
     before = bench.completed()
     started = time.monotonic()
     for _ in range(tasks):
-        client.create(TOOL, {"seconds": seconds})
+        client.create_task(TOOL, {"seconds": seconds})
     wait_until(
         lambda: bench.completed() >= before + tasks,
         timeout=tasks * seconds * 3 + 60,
@@ -120,15 +104,16 @@ def run(tasks: int, seconds: float, workdir: Path) -> Result:
     bench = Bench(workdir)
     try:
         bench.start()
-        client = McpClient(bench.mcp_url)
-        bench.add_worker("bench-1")
-        throughput(bench, client, 2, seconds)  # warm-up: connections, imports
-        one = throughput(bench, client, tasks, seconds)
-        bench.add_worker("bench-2")
-        throughput(bench, client, 4, seconds)
-        two = throughput(bench, client, tasks, seconds)
+        with McpClient(bench.stack.url(), elicitation=False, client_name="mcpq-bench") as client:
+            bench.add_worker("bench-1")
+            throughput(bench, client, 2, seconds)  # warm-up: connections, imports
+            one = throughput(bench, client, tasks, seconds)
+            bench.add_worker("bench-2")
+            throughput(bench, client, 4, seconds)
+            two = throughput(bench, client, tasks, seconds)
     finally:
-        bench.close()
+        if left := bench.stack.close():
+            print(f"processes left after the benchmark: {left}", file=sys.stderr)
     return Result(tasks, seconds, round(one, 3), round(two, 3))
 
 

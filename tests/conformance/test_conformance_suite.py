@@ -1,9 +1,10 @@
 """The official MCP conformance suite (``@modelcontextprotocol/conformance``, ``tasks-*``
 scenarios) against a real stack: redis-server, one web process, one Celery worker.
 
-``ops.conformance.run_conformance`` installs Node 22 and the suite into ``.cache/conformance``
-(or ``$MCPQ_CONFORMANCE_DIR``) with npm on first use, then runs every scenario. The project's bar
-is 44 passed and 0 failed (the notifications scenario is skipped by the suite itself).
+``ops.conformance_runner.run_conformance`` installs Node 22 and the suite into
+``.cache/conformance`` (or ``$MCPQ_CONFORMANCE_DIR``) with npm on first use, then runs every
+scenario. The project's bar is 44 passed and 0 failed (the notifications scenario is skipped by
+the suite itself).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from ops.conformance import ConformanceSummary, run_conformance
+from ops.conformance_runner import ConformanceSummary, run_conformance
+from ops.stack import Stack
 from shared.settings import DEFAULT_TOOLS
-from tests.e2e.harness import Stack
+from tests.support.stacks import LiveStack
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(240)]
 
@@ -24,8 +26,8 @@ EXPECTED_PASSED = 44
 
 @pytest.fixture(scope="module")
 def conformance_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = Stack("conformance", tmp_path_factory.mktemp("conformance-stack"), tools=DEFAULT_TOOLS)
-    stack.start(webs=1, workers=1)
+    workdir = tmp_path_factory.mktemp("conformance-stack")
+    stack = LiveStack("conformance", workdir, tools=DEFAULT_TOOLS).start(webs=1, workers=1)
     yield stack
     stack.close()
 

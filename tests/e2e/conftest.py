@@ -1,9 +1,9 @@
 """Fixtures of the end-to-end layer: one real stack for the whole e2e session.
 
-The session stack is a private redis-server, two web replicas (A and B, one gunicorn/uvicorn
-worker each) sharing it, and one Celery prefork worker (concurrency 2) on the ``mcpq`` queue,
-started with the built-in tools plus ``tests.e2e.tools_fixture``. Tests that need a stack of
-their own build one from ``tests.e2e.harness.Stack``.
+The session stack (``ops.stack.Stack``, as a ``tests.support.stacks.LiveStack``) is a private
+redis-server, two web replicas (A and B, one gunicorn/uvicorn worker each) sharing it, and one
+Celery prefork worker (concurrency 2) on the ``mcpq`` queue, started with the built-in tools plus
+``tests.e2e.tools_fixture``. Tests talk to it with ``ops.mcp_client.McpClient``.
 """
 
 from __future__ import annotations
@@ -12,18 +12,24 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.harness import McpClient, Stack
+from ops.mcp_client import McpClient
+from ops.stack import Stack
+from shared.settings import DEFAULT_TOOLS
+from tests.support.stacks import LiveStack
+
+E2E_TOOLS = f"{DEFAULT_TOOLS},tests.e2e.tools_fixture"
 
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    running = Stack("e2e", tmp_path_factory.mktemp("e2e-stack")).start(webs=2, workers=1)
+    running = LiveStack("e2e", tmp_path_factory.mktemp("e2e-stack"), tools=E2E_TOOLS)
+    running.start(webs=2, workers=1)
     yield running
     running.close()
 
 
 def _assert_running(stack: Stack) -> None:
-    dead = [c.name for c in stack.webs + stack.workers if not c.alive]
+    dead = stack.dead()
     assert not dead, f"stack processes died: {dead}\n{stack.tails()}"
 
 

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 from kombu import Connection, Exchange, Producer, Queue
 
-from tests.e2e.harness import McpClient, Stack, text_of, wait_until
+from ops.mcp_client import McpClient, text_of
+from ops.processes import wait_until
+from ops.stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.harness import PROTOCOL, TASKS_EXT, McpClient
+from ops.mcp_client import McpClient
+from shared.protocol import PROTOCOL_VERSION, TASKS_EXTENSION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 
 
 def test_discover_advertises_the_tasks_extension(client: McpClient) -> None:
     result = client.request("server/discover", tasks=False).result
-    assert result["supportedVersions"] == [PROTOCOL]
-    assert result["capabilities"]["extensions"] == {TASKS_EXT: {}}
+    assert result["supportedVersions"] == [PROTOCOL_VERSION]
+    assert result["capabilities"]["extensions"] == {TASKS_EXTENSION: {}}
     assert "tasks" not in result["capabilities"]
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"]
 

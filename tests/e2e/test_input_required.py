@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import TERMINAL, McpClient, Stack, ref_of, text_of, wait_until
+from ops.mcp_client import McpClient, text_of
+from ops.processes import wait_until
+from ops.stack import Stack
+from shared.store import TERMINAL, task_ref
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
@@ -87,7 +90,8 @@ def test_confirm_delete_accept_hot_path_latency(client: McpClient, stack: Stack)
         f"update sent->completed {timing['send_to_completed_ms']:.1f} ms"
     )
     assert text_of(done["result"]) == "Deleted report.txt"
-    assert stack.task_hash(task_id).get("runs") == "1", "one run: the answer woke the holding run"
+    runs = stack.task_hash(task_ref(task_id)).get("runs")
+    assert runs == "1", "one run: the answer woke the holding run"
     assert timing["ack_to_completed_ms"] < 2000
 
 
@@ -96,8 +100,9 @@ def test_confirm_delete_accept_after_the_run_parked(client: McpClient, stack: St
     task = client.wait_for_status(task_id, "input_required", timeout=15)
     ((key, _request),) = task["inputRequests"].items()
     # The hold expires: the run ends ('parked'), the slot is free, the task stays input_required.
-    assert stack.worker.wait_for_run_end(ref_of(task_id), timeout=10) == "parked"
-    wait_until(lambda: stack.task_hash(task_id).get("parked") == "1", timeout=5, message="parked")
+    ref = task_ref(task_id)
+    assert stack.worker.wait_for_run_end(ref, timeout=10) == "parked"
+    wait_until(lambda: stack.task_hash(ref).get("parked") == "1", timeout=5, message="parked")
     assert client.task(task_id)["status"] == "input_required"
 
     done = _answer_and_time(client, task_id, {key: ACCEPT_DELETE})
@@ -108,7 +113,7 @@ def test_confirm_delete_accept_after_the_run_parked(client: McpClient, stack: St
         f"update sent->completed {timing['send_to_completed_ms']:.1f} ms"
     )
     assert text_of(done["result"]) == "Deleted late.txt"
-    assert stack.task_hash(task_id).get("runs") == "2", "a second run replayed the tool"
+    assert stack.task_hash(ref).get("runs") == "2", "a second run replayed the tool"
 
 
 def test_cancel_input_required_task_clears_its_requests(client: McpClient) -> None:

@@ -10,19 +10,17 @@ import time
 
 import pytest
 
-from tests.e2e.harness import McpClient, Stack, text_of, wait_until
+from ops.mcp_client import McpClient, text_of
+from ops.stack import Stack
+from shared.store import task_ref
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 
 def test_task_survives_a_worker_crash(client: McpClient, stack: Stack) -> None:
     task_id = client.create_task("slow_compute", {"seconds": 2, "label": "survivor"})["taskId"]
-    wait_until(
-        lambda: client.task(task_id).get("statusMessage") == "computing survivor",
-        timeout=15,
-        message="the run started",
-    )
-    assert stack.task_hash(task_id).get("runs") == "1"
+    client.wait_for_message(task_id, "computing survivor", timeout=15)  # the run started
+    assert stack.task_hash(task_ref(task_id)).get("runs") == "1"
 
     crashed_at = time.monotonic()
     stack.kill_child(stack.worker)
@@ -32,4 +30,4 @@ def test_task_survives_a_worker_crash(client: McpClient, stack: Stack) -> None:
     done = client.wait_for_status(task_id, "completed", timeout=45, interval=0.1)
     print(f"\ntask completed {time.monotonic() - crashed_at:.1f}s after its worker was SIGKILLed")
     assert text_of(done["result"]) == "survivor: computed in 2s"
-    assert stack.task_hash(task_id).get("runs") == "2", "exactly one recovered run"
+    assert stack.task_hash(task_ref(task_id)).get("runs") == "2", "exactly one recovered run"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.harness import McpClient, text_of, wait_until
+from ops.mcp_client import McpClient, text_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
@@ -18,11 +18,8 @@ def test_create_on_a_poll_and_cancel_on_b(client: McpClient, client_b: McpClient
     assert seen_on_b.status == 200, seen_on_b
     assert seen_on_b.result["status"] == "working"
     assert seen_on_b.result["createdAt"] == created["createdAt"]
-    wait_until(
-        lambda: client_b.task(task_id).get("statusMessage") == "computing replicated",
-        timeout=15,
-        message="the run reported progress, read through replica B",
-    )
+    # The run reported progress, read through replica B.
+    client_b.wait_for_message(task_id, "computing replicated", timeout=15)
 
     ack = client_b.cancel(task_id)
     assert ack.result["resultType"] == "complete"

@@ -25,7 +25,8 @@ from mcp.client import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.session import ClientRequestContext
 from pydantic import ConfigDict
 
-from tests.e2e.harness import TASKS_EXT, Stack
+from ops.stack import Stack
+from shared.protocol import TASKS_EXTENSION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
@@ -109,7 +110,7 @@ async def poll_until(
 class TasksExtension(ClientExtension):
     """A minimal client side of ``io.modelcontextprotocol/tasks``: poll to a terminal state."""
 
-    identifier = TASKS_EXT
+    identifier = TASKS_EXTENSION
 
     def __init__(self) -> None:
         self.handles: list[TaskHandle] = []
@@ -157,7 +158,7 @@ def test_sdk_client_call_tool_resolves_a_task(stack: Stack) -> None:
             assert sdk.protocol_version == "2026-07-28"
             discovered = sdk.session.discover_result
             assert discovered is not None
-            assert discovered.capabilities.extensions == {TASKS_EXT: {}}
+            assert discovered.capabilities.extensions == {TASKS_EXTENSION: {}}
 
             result = await sdk.call_tool("slow_compute", {"seconds": 1, "label": "sdk"})
             assert isinstance(result, types.CallToolResult)
@@ -241,7 +242,7 @@ def test_sdk_session_runs_slow_compute_as_a_task(stack: Stack) -> None:
             assert sdk.protocol_version == "2026-07-28"
             discovered = sdk.session.discover_result
             assert discovered is not None
-            assert discovered.capabilities.extensions == {TASKS_EXT: {}}
+            assert discovered.capabilities.extensions == {TASKS_EXTENSION: {}}
 
             handle = await sdk.session.call_tool(
                 "slow_compute", {"seconds": 1, "label": "sdk-session"}, allow_claimed=True

@@ -7,7 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.e2e.harness import TASKS_EXT, McpClient, Stack, text_of, wait_until
+from ops.mcp_client import McpClient, text_of
+from ops.processes import wait_until
+from ops.stack import Stack
+from shared.protocol import TASKS_EXTENSION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
@@ -41,7 +44,7 @@ def test_required_task_tool_without_opt_in_is_missing_capability(client: McpClie
     reply = client.call_tool("failing_job", {}, tasks=False)
     assert reply.status == 400, reply
     assert reply.error["code"] == -32021
-    assert reply.error["data"]["requiredCapabilities"] == {"extensions": {TASKS_EXT: {}}}
+    assert reply.error["data"]["requiredCapabilities"] == {"extensions": {TASKS_EXTENSION: {}}}
 
 
 def test_confirm_delete_without_opt_in_goes_through_mrtr(client: McpClient) -> None:

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ops.processes import descendant_pids, pid_alive
-from tests.e2e.harness import McpClient, Stack, ref_of, text_of, wait_until
+from ops.mcp_client import McpClient, text_of
+from ops.processes import descendant_pids, pid_alive, wait_until
+from ops.stack import Stack
+from shared.store import task_ref
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
@@ -17,11 +19,7 @@ ACK_KEYS = {"resultType", "_meta"}
 
 def _wait_running(client: McpClient, task_id: str, label: str, timeout: float = 15.0) -> None:
     """Until a worker has claimed the task and the tool reported ``computing <label>``."""
-    wait_until(
-        lambda: client.task(task_id).get("statusMessage") == f"computing {label}",
-        timeout=timeout,
-        message=f"slow_compute {label} running on a worker",
-    )
+    client.wait_for_message(task_id, f"computing {label}", timeout=timeout)
 
 
 def _assert_ack(result: dict[str, object]) -> None:
@@ -79,7 +77,7 @@ def test_cancel_running_task_stops_within_2s(client: McpClient, stack: Stack) ->
     _assert_ack(ack.result)
     cancelled = client.wait_for_status(task_id, "cancelled", timeout=2)
     seen_cancelled_s = time.monotonic() - started
-    line = stack.worker.wait_for_run_end(ref_of(task_id), timeout=2.5)
+    line = stack.worker.wait_for_run_end(task_ref(task_id), timeout=2.5)
     run_ended_s = time.monotonic() - started
     print(
         f"\ncancel of a running task: status cancelled after {seen_cancelled_s * 1000:.0f} ms, "
@@ -102,7 +100,7 @@ def test_cancel_queued_task_never_runs(client: McpClient, stack: Stack, tmp_path
     marker = tmp_path / "queued-task-ran"
     queued = client.create_task("touch_then_sleep", {"path": str(marker), "seconds": 0})["taskId"]
     assert client.task(queued)["status"] == "working"
-    assert stack.task_hash(queued).get("runs") == "0", "no worker may have claimed it yet"
+    assert stack.task_hash(task_ref(queued)).get("runs") == "0", "no worker may have claimed it yet"
 
     _assert_ack(client.cancel(queued).result)
     assert client.task(queued)["status"] == "cancelled"
@@ -110,7 +108,7 @@ def test_cancel_queued_task_never_runs(client: McpClient, stack: Stack, tmp_path
     # Free the slots: the queued message now reaches the worker, which must not run it.
     for filler in fillers:
         _assert_ack(client.cancel(filler).result)
-    ref = ref_of(queued)
+    ref = task_ref(queued)
     line = wait_until(
         lambda: next(
             (
@@ -126,12 +124,12 @@ def test_cancel_queued_task_never_runs(client: McpClient, stack: Stack, tmp_path
     print(f"\nqueued task after cancel: {line.strip()}")
     assert "revoked" in line or "'terminal'" in line, line
     assert not marker.exists(), "the cancelled task ran"
-    assert stack.task_hash(queued).get("runs") == "0"
+    assert stack.task_hash(task_ref(queued)).get("runs") == "0"
     final = client.task(queued)
     assert final["status"] == "cancelled"
     assert not {"result", "error"} & set(final)
     for filler in fillers:
-        stack.worker.wait_for_run_end(ref_of(filler), timeout=5)
+        stack.worker.wait_for_run_end(task_ref(filler), timeout=5)
 
 
 @pytest.mark.parametrize(
@@ -190,9 +188,9 @@ def test_cancel_of_a_tool_that_ignores_cancellation_terminates_it(
     client: McpClient, stack: Stack
 ) -> None:
     task_id = client.create_task("stubborn_sleep", {"seconds": 60})["taskId"]
-    ref = ref_of(task_id)
+    ref = task_ref(task_id)
     stack.worker.wait_for_log(f"stubborn_sleep[{ref}] received", timeout=10)
-    wait_until(lambda: stack.task_hash(task_id).get("runs") == "1", timeout=10, message="claimed")
+    wait_until(lambda: stack.task_hash(ref).get("runs") == "1", timeout=10, message="claimed")
     pool_before = descendant_pids(stack.worker.popen.pid)
     stack.worker.remember_descendants()
 
@@ -218,5 +216,14 @@ def test_cancel_of_a_tool_that_ignores_cancellation_terminates_it(
     )
     assert len(killed) == 1
     assert client.task(task_id)["status"] == "cancelled"
-    # The pool replaced the killed process: the worker still runs tools.
+    # The pool replaces the killed process (before the test ends: a process forked later would
+    # look like a leftover of the next test), and the worker still runs tools.
+    wait_until(
+        lambda: (
+            len([pid for pid in descendant_pids(stack.worker.popen.pid) if pid_alive(pid)])
+            >= len(pool_before)
+        ),
+        timeout=15,
+        message="the pool back to full strength",
+    )
     assert text_of(client.call_tool("greet", {"name": "pool"}).result) == "Hello, pool!"

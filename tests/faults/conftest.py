@@ -1,7 +1,8 @@
-"""Fixtures of the fault layer: every test builds its own real stack (``support.FaultStack``)
-with the knobs it needs, and the fixture tears it down and asserts that no process is left:
-no member of any process group the stack started, no redis-server it started, and no live
-descendant of the test process that was not there before the test.
+"""Fixtures of the fault layer: every test builds its own real stack (a ``LiveStack`` with the
+fault tools and knobs of ``support``, plus the knobs the test needs), and the fixture tears it
+down and asserts that no process is left: no member of any process group the stack started, no
+redis-server it started, and no live descendant of the test process that was not there before
+the test.
 """
 
 from __future__ import annotations
@@ -12,14 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from ops.processes import descendant_pids, pid_alive
-from tests.faults.support import FaultStack, MakeStack
+from ops.processes import descendant_pids, pid_alive, read_proc_stat
+from ops.redis_binary import IN_MEMORY_ARGS
+from ops.stack import Stack
+from tests.faults.support import FAULT_KNOBS, FAULT_TOOLS, MakeStack
+from tests.support.redis_server import AOF_ARGS
+from tests.support.stacks import LiveStack
 
 
 @pytest.fixture
 def make_stack(tmp_path: Path) -> Iterator[MakeStack]:
     """``make_stack(webs=1, workers=2, env={...}, aof=False)`` starts a private stack."""
-    made: list[FaultStack] = []
+    made: list[LiveStack] = []
     # Other layers' session fixtures (the e2e stack) may have children alive: only new ones count.
     before = {p for p in descendant_pids(os.getpid()) if pid_alive(p)}
 
@@ -30,8 +35,14 @@ def make_stack(tmp_path: Path) -> Iterator[MakeStack]:
         env: dict[str, str] | None = None,
         aof: bool = False,
         name: str = "faults",
-    ) -> FaultStack:
-        stack = FaultStack(name, tmp_path / f"{name}-{len(made)}", env=env, aof=aof)
+    ) -> Stack:
+        stack = LiveStack(
+            name,
+            tmp_path / f"{name}-{len(made)}",
+            tools=FAULT_TOOLS,
+            env={**FAULT_KNOBS, **(env or {})},
+            redis_args=AOF_ARGS if aof else IN_MEMORY_ARGS,
+        )
         made.append(stack)
         stack.start(webs=webs, workers=workers)
         return stack
@@ -45,5 +56,16 @@ def make_stack(tmp_path: Path) -> Iterator[MakeStack]:
             problems.append(str(exc))
     left = sorted(p for p in descendant_pids(os.getpid()) - before if pid_alive(p))
     if left:
-        problems.append(f"processes left behind by the test: {left}")
+        problems.append(f"processes left behind by the test: {[_describe(p) for p in left]}")
     assert not problems, "; ".join(problems)
+
+
+def _describe(pid: int) -> str:
+    """``pid (pgid N, ppid N): command line``, for a failure message."""
+    stat = read_proc_stat(pid)
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        argv = "?"
+    group = f"pgid {stat.pgid}, ppid {stat.ppid}" if stat else "gone"
+    return f"{pid} ({group}): {argv[:200]}"

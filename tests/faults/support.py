@@ -1,13 +1,10 @@
-"""Helpers of the fault layer: a stack that can lose its parts on purpose, and a task watcher.
+"""Helpers of the fault layer: its knobs and tools, and a task watcher.
 
-``FaultStack`` is the end-to-end ``Stack`` (own redis-server on a free loopback port, web and
-Celery worker process groups, leftovers asserted on close) plus what fault tests need:
-
-- Redis with AOF (``appendonly yes``, ``appendfsync everysec``) in a data dir under the test's
-  ``tmp_path``, stopped and started again on the same port and directory;
-- web and worker processes with their own environment overrides (a fault hook, a long input
-  hold, ``REMAP_SIGTERM``);
-- white-box reads of the task store (task hashes by ``ref``, the stats hash, the indexes).
+Fault stacks are :class:`tests.support.stacks.LiveStack` (``ops.stack.Stack``: own redis-server
+on a free loopback port, web and Celery worker process groups, leftovers asserted on close),
+built by the ``make_stack`` fixture with :data:`FAULT_TOOLS`, :data:`FAULT_KNOBS` and, when a
+test stops and restarts Redis, AOF (``appendonly yes``, ``appendfsync everysec``) in a data dir
+under the test's ``tmp_path``.
 
 ``TaskWatch`` polls ``tasks/get`` for many tasks and remembers every status and every
 ``inputRequests`` key each task ever showed, so "the client was asked exactly once" is checked on
@@ -16,21 +13,20 @@ what the client saw, not on server internals.
 
 from __future__ import annotations
 
-import signal
 import statistics
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ops.processes import read_proc_stat, signal_group, wait_until
-from ops.redis_binary import IN_MEMORY_ARGS, RedisProcess
-from shared.keys import Keys
+from ops.mcp_client import McpClient
+from ops.processes import wait_until
+from ops.stack import Stack
 from shared.settings import DEFAULT_TOOLS
-from tests.e2e.harness import FAST_KNOBS, TERMINAL, Child, McpClient, Stack, ref_of
+from shared.store import TERMINAL, Keys
+from tests.support.stacks import FAST_KNOBS
 
 FAULT_TOOLS = f"{DEFAULT_TOOLS},tests.faults.tools_faults"
-AOF_ARGS: tuple[str, ...] = ("--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
 
 # The e2e knobs (3 s lease and input hold, 1 s sweeps), and a 2 s bound for a persisted task that
 # was never enqueued (the production default is 30 s).
@@ -41,118 +37,16 @@ GAUGES = ("state:working", "state:input_required", "parked", "inputs")
 ACCEPT = {"action": "accept", "content": {"ok": True}}
 
 
-class FaultStack(Stack):
-    def __init__(
-        self,
-        name: str,
-        workdir: Path,
-        *,
-        env: dict[str, str] | None = None,
-        aof: bool = False,
-    ) -> None:
-        super().__init__(name, workdir, tools=FAULT_TOOLS, env={**FAULT_KNOBS, **(env or {})})
-        self.aof = aof
-        self.redis_pids: list[int] = []
-
-    # -- Redis ----------------------------------------------------------------------------------
-    def start_redis(self) -> RedisProcess:
-        self._redis_log = open(self.workdir / "redis.log", "ab")  # noqa: SIM115 (closed by close())
-        data_dir = self.workdir / "redis-data"
-        data_dir.mkdir(exist_ok=True)
-        args = AOF_ARGS if self.aof else IN_MEMORY_ARGS
-        self.redis = RedisProcess(extra_args=args, data_dir=data_dir, output=self._redis_log)
-        self.redis.start()
-        self.redis_pids.append(self.redis.pid)
-        return self.redis
-
-    def stop_redis(self) -> None:
-        """SIGTERM redis-server by pid and reap it (with AOF on, it fsyncs before exiting)."""
-        assert self.redis is not None
-        self.redis.stop()
-
-    def start_redis_again(self) -> None:
-        """Start redis-server again on the same port, directory and arguments."""
-        assert self.redis is not None
-        self.redis.start()
-        self.redis_pids.append(self.redis.pid)
-
-    # -- processes with their own environment ---------------------------------------------------
-    def start_web_with(self, **env: str) -> str:
-        saved = dict(self.extra_env)
-        self.extra_env.update(env)
-        try:
-            return self.start_web()
-        finally:
-            self.extra_env = saved
-
-    def start_worker_with(self, *, queues: str = "mcpq", concurrency: int = 2, **env: str) -> Child:
-        saved = dict(self.extra_env)
-        self.extra_env.update(env)
-        try:
-            return self.start_worker(queues=queues, concurrency=concurrency)
-        finally:
-            self.extra_env = saved
-
-    def kill_group(self, child: Child, sig: int = signal.SIGKILL) -> float:
-        """Signal every process of ``child``'s group at once (main process and pool children);
-        returns the ``time.monotonic()`` of the signal. The child stays in ``workers``/``webs``
-        until :meth:`reap` (or ``stop_child``) takes it out."""
-        child.remember_descendants()
-        at = time.monotonic()
-        assert signal_group(child.pgid, sig), f"{child.name} is already gone"
-        return at
-
-    def reap(self, child: Child, timeout: float = 30.0) -> None:
-        """Wait until the group of ``child`` has exited by itself, then file it as stopped."""
-        wait_until(
-            lambda: not child.leftovers(),
-            timeout=timeout,
-            interval=0.05,
-            message=f"{child.name} to exit",
-        )
-        self.stop_child(child)
-
-    def worker_that_received(self, tool: str, ref: str) -> list[Child]:
-        """Live workers whose log shows Celery received a message for this task."""
-        needle = f"Task {tool}[{ref}] received"
-        return [w for w in self.workers if needle in w.log()]
-
-    # -- white-box reads ------------------------------------------------------------------------
-    def hash_of(self, ref: str) -> dict[str, str]:
-        with self.redis_client() as client:
-            return client.hgetall(KEYS.task(ref))  # type: ignore[return-value]
-
-    def stats(self) -> dict[str, str]:
-        with self.redis_client() as client:
-            return client.hgetall(KEYS.stats)  # type: ignore[return-value]
-
-    def open_gauges(self) -> dict[str, int]:
-        """The stats gauges of non-terminal tasks (all zero once every task has ended)."""
-        stats = self.stats()
-        return {name: int(stats.get(name, 0)) for name in GAUGES}
-
-    def close(self, *, check: bool = True) -> None:
-        super().close(check=check)
-        if check:
-            alive = [p for p in self.redis_pids if (s := read_proc_stat(p)) and s.state != "Z"]
-            assert not alive, f"redis-server processes left: {alive}"
-
-
 def lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
 
-def wait_runs(stack: FaultStack, ref: str, runs: int, timeout: float) -> float:
-    """Poll the task hash until ``runs`` (bumped by every successful claim) reaches ``runs``;
-    returns the ``time.monotonic()`` at which it was seen."""
+def open_gauges(stack: Stack) -> dict[str, int]:
+    """The stats gauges of non-terminal tasks (all zero once every task has ended), read raw:
+    ``StatsSnapshot`` shows a gauge that drifted below zero as 0, and that would be a bug here."""
     with stack.redis_client() as client:
-        key = KEYS.task(ref)
-
-        def reached() -> float | None:
-            value = client.hget(key, "runs")
-            return time.monotonic() if value is not None and int(str(value)) >= runs else None
-
-        return wait_until(reached, timeout=timeout, interval=0.01, message=f"runs >= {runs}")
+        stats = client.hgetall(KEYS.stats)
+    return {name: int(stats.get(name, 0)) for name in GAUGES}
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -162,7 +56,7 @@ def percentile(samples: list[float], q: float) -> float:
     return statistics.quantiles(ordered, n=100, method="inclusive")[int(q) - 1]
 
 
-MakeStack = Callable[..., FaultStack]
+MakeStack = Callable[..., Stack]
 """The ``make_stack`` fixture: ``make_stack(webs=1, workers=2, env={...}, aof=False)``."""
 
 
@@ -225,16 +119,13 @@ class TaskWatch:
 
 __all__ = [
     "ACCEPT",
-    "AOF_ARGS",
     "FAULT_KNOBS",
     "FAULT_TOOLS",
     "GAUGES",
     "KEYS",
-    "FaultStack",
     "MakeStack",
     "TaskWatch",
     "lines",
+    "open_gauges",
     "percentile",
-    "ref_of",
-    "wait_runs",
 ]

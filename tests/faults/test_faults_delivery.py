@@ -1,9 +1,10 @@
 """Delivery faults: a web process that dies between persisting and enqueueing, and a Celery
 message delivered twice.
 
-- ``MCPQ_TEST_FAULT=exit-after-persist`` makes the web process ``os._exit()`` right after
-  ``create.lua``: the task is in Redis, no message was published, the client got no answer. The
-  sweeper must enqueue it once ``MCPQ_UNCLAIMED_AFTER_S`` (here 2 s) has passed.
+- The web process serves ``tests.faults.fault_app:app``: the production app whose producer
+  ``os._exit()``s when asked to enqueue, i.e. right after ``create.lua``: the task is in Redis, no
+  message was published, the client got no answer. The sweeper must enqueue it once
+  ``MCPQ_UNCLAIMED_AFTER_S`` (here 2 s) has passed, and it must run once.
 - Duplicate delivery: a second copy of a task's message (same Celery ``task_id``, the task's
   ``ref``) published while the task runs and again once it completed must not run the tool body
   again: ``claim`` answers BUSY, then TERMINAL.
@@ -20,11 +21,13 @@ import httpx
 import pytest
 from celery import Celery
 
+from ops.mcp_client import McpClient, text_of
+from ops.processes import wait_until
 from shared.celery_config import celery_config
-from shared.keys import task_ref
-from shared.logs import task_hash
+from shared.jobs import Run, send_run
 from shared.settings import Settings
-from tests.e2e.harness import Child, McpClient, text_of, wait_until
+from shared.store import task_ref
+from tests.faults.fault_app import EXIT_CODE, FAULT_APP
 from tests.faults.support import KEYS, MakeStack, lines
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(60)]
@@ -32,44 +35,34 @@ pytestmark = [pytest.mark.faults, pytest.mark.timeout(60)]
 
 def test_web_dies_between_persist_and_enqueue(make_stack: MakeStack) -> None:
     stack = make_stack(webs=0, workers=1)
-    faulty = stack.start_web_with(MCPQ_TEST_FAULT="exit-after-persist")
+    faulty = stack.start_web(app=FAULT_APP)
     with stack.redis_client() as r:
         before = {str(ref) for ref in r.zrange(KEYS.active, 0, -1)}
         with McpClient(f"{faulty}/mcp") as client, pytest.raises(httpx.TransportError):
             reply = client.call_tool("slow_compute", {"seconds": 0.5, "label": "orphan"})
             pytest.fail(f"the faulty web process answered: {reply}")
         dropped_at = time.monotonic()
+        # The process that persisted the task died in its producer's enqueue: nothing published.
+        stack.webs[0].wait_for_log(f"exited with code {EXIT_CODE}")
         # We never learnt the taskId: find the persisted task by its ref.
         (ref,) = {str(ref) for ref in r.zrange(KEYS.active, 0, -1)} - before
-        persisted = stack.hash_of(ref)
+        persisted = stack.task_hash(ref)
         assert persisted["status"] == "working" and persisted["tool"] == "slow_compute"
         assert persisted["runs"] == "0", "nothing was enqueued"
         assert r.zscore(KEYS.unclaimed, ref) is not None, "it is on the unclaimed watch list"
 
         def completed() -> dict[str, str] | None:
-            task = stack.hash_of(ref)
+            task = stack.task_hash(ref)
             assert task["status"] in {"working", "completed"}, task
             return task if task["status"] == "completed" else None
 
         done = wait_until(completed, timeout=30, interval=0.05, message="the orphan completed")
         took = time.monotonic() - dropped_at
-        print(f"\n[exit-after-persist] orphan task completed {took:.2f}s after the dropped call")
+        print(f"\n[dies before enqueue] orphan task completed {took:.2f}s after the dropped call")
         assert text_of(json.loads(done["result"])) == "orphan: computed in 0.5s"
         assert done["runs"] == "1"
         assert "sweeper re-enqueued" in stack.worker.log()
         assert r.zscore(KEYS.active, ref) is None and r.zscore(KEYS.unclaimed, ref) is None
-
-
-def _run_endings(worker: Child, ref: str) -> Counter[str]:
-    """The ``transition`` of every ``run ended`` log line of this task on ``worker``."""
-    found: Counter[str] = Counter()
-    for line in worker.log().splitlines():
-        if '"run ended"' not in line:
-            continue
-        entry = json.loads(line)
-        if entry.get("task") == task_hash(ref):
-            found[entry["transition"]] += 1
-    return found
 
 
 def test_duplicate_delivery_runs_the_tool_once(make_stack: MakeStack, tmp_path: Path) -> None:
@@ -83,18 +76,14 @@ def test_duplicate_delivery_runs_the_tool_once(make_stack: MakeStack, tmp_path: 
             args = {"path": str(effect), "seconds": 3, "calls": str(calls)}
             task_id = client.create_task("step_then_sleep", args)["taskId"]
             ref = task_ref(task_id)
-            wait_until(
-                lambda: client.task(task_id).get("statusMessage") == "stepped",
-                timeout=15,
-                message="the run is past its step",
-            )
+            client.wait_for_message(task_id, "stepped", timeout=15)  # the run is past its step
 
             def send_copy() -> None:
-                producer.send_task("step_then_sleep", args=[ref], task_id=ref, queue="mcpq")
+                send_run(producer, Run("step_then_sleep", ref, "mcpq"))  # the same message again
 
             send_copy()  # while the first run sleeps
             wait_until(
-                lambda: _run_endings(stack.worker, ref)["busy"] == 1,
+                lambda: Counter(stack.worker.run_endings(ref))["busy"] == 1,
                 timeout=15,
                 message="the running copy's duplicate was fenced off",
             )
@@ -103,12 +92,12 @@ def test_duplicate_delivery_runs_the_tool_once(make_stack: MakeStack, tmp_path: 
 
             send_copy()  # after completion
             wait_until(
-                lambda: _run_endings(stack.worker, ref)["terminal"] == 1,
+                lambda: Counter(stack.worker.run_endings(ref))["terminal"] == 1,
                 timeout=15,
                 message="the completed task's duplicate was fenced off",
             )
             again = client.task(task_id)
-            endings = _run_endings(stack.worker, ref)
+            endings = Counter(stack.worker.run_endings(ref))
             received = stack.worker.log().count(f"Task step_then_sleep[{ref}] received")
             print(
                 f"\n[duplicate delivery] {received} deliveries, run endings {dict(endings)}, "
@@ -121,6 +110,6 @@ def test_duplicate_delivery_runs_the_tool_once(make_stack: MakeStack, tmp_path: 
             assert again["status"] == "completed"
             assert again["result"] == done["result"], "the result is unchanged"
             assert text_of(done["result"]) == "effect written (line 1), slept 3s"
-            assert stack.hash_of(ref)["runs"] == "1"
+            assert stack.task_hash(ref)["runs"] == "1"
     finally:
         producer.close()

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import McpClient, wait_until
-from tests.faults.support import ACCEPT, KEYS, MakeStack, TaskWatch, ref_of
+from ops.mcp_client import McpClient
+from ops.processes import wait_until
+from shared.store import task_ref
+from tests.faults.support import ACCEPT, KEYS, MakeStack, TaskWatch, open_gauges
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(60)]
 
@@ -25,7 +27,7 @@ GLOBAL_KEYS = {
     KEYS.expiry,
     KEYS.stats,
     KEYS.workers,
-    KEYS.sweeper_lock,
+    KEYS.lock("sweeper"),
 }
 INDEXES = (KEYS.leases, KEYS.unclaimed, KEYS.active, KEYS.expiry)
 
@@ -57,7 +59,7 @@ def test_every_task_key_expires(make_stack: MakeStack, tmp_path: Path) -> None:
         wait_until(lambda: client.task(running).get("statusMessage"), timeout=10)
         assert client.cancel(running).status == 200
         wait_until(
-            lambda: stack.hash_of(ref_of(parked)).get("parked") == "1",
+            lambda: stack.task_hash(task_ref(parked)).get("parked") == "1",
             timeout=15,
             message="parked",
         )
@@ -80,7 +82,7 @@ def test_every_task_key_expires(make_stack: MakeStack, tmp_path: Path) -> None:
             return all(r.zcard(index) == 0 for index in INDEXES)
 
     wait_until(leases_settled, timeout=10, message="the indexes hold no finished task")
-    assert set(stack.open_gauges().values()) == {0}, stack.open_gauges()
+    assert set(open_gauges(stack).values()) == {0}, open_gauges(stack)
     with stack.redis_client() as r:
         keys = sorted(r.scan_iter(match=KEYS.pattern, count=1000))
         no_ttl = [k for k in keys if k not in GLOBAL_KEYS and r.pttl(k) < 0]

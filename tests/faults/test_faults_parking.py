@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import McpClient, text_of, wait_until
-from tests.faults.support import ACCEPT, KEYS, MakeStack, TaskWatch, lines, ref_of
+from ops.mcp_client import McpClient, text_of
+from ops.processes import wait_until
+from shared.store import task_ref
+from tests.faults.support import ACCEPT, KEYS, MakeStack, TaskWatch, lines, open_gauges
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 
@@ -25,7 +27,7 @@ N = 100
 
 def test_100_parked_tasks_free_the_only_worker(make_stack: MakeStack, tmp_path: Path) -> None:
     stack = make_stack(workers=0, env={"MCPQ_INPUT_HOLD_S": "0.25"})
-    stack.start_worker_with(concurrency=2)
+    stack.start_worker(concurrency=2)
     calls = tmp_path / "calls.txt"
     with McpClient(stack.url(0)) as client:
         started = time.monotonic()
@@ -38,14 +40,14 @@ def test_100_parked_tasks_free_the_only_worker(make_stack: MakeStack, tmp_path: 
 
         def all_parked() -> bool:
             watch.poll(watch.open_tasks())
-            return stack.stats().get("parked") == str(N)
+            return stack.stats().parked == N
 
         wait_until(all_parked, timeout=80, interval=0.2, message=f"{N} tasks parked")
         parked_after = time.monotonic() - started
         watch.poll()
         assert watch.count("input_required") == N
         with stack.redis_client() as r:
-            assert [r.hget(KEYS.task(ref_of(t)), "parked") for t in ids] == ["1"] * N
+            assert [r.hget(KEYS.task(task_ref(t)), "parked") for t in ids] == ["1"] * N
             assert r.zcard(KEYS.leases) == 0, "no run holds a lease"
 
         # The worker is free: quick tasks run while the 100 stay parked.
@@ -58,7 +60,7 @@ def test_100_parked_tasks_free_the_only_worker(make_stack: MakeStack, tmp_path: 
             done = client.wait_for_status(task_id, "completed", timeout=15)
             assert text_of(done["result"]).startswith("free")
         quick_took = time.monotonic() - quick_started
-        assert stack.stats().get("parked") == str(N), "still parked while the others ran"
+        assert stack.stats().parked == N, "still parked while the others ran"
         print(
             f"\n[parking] {N} tasks parked {parked_after:.1f}s after creation (one worker, "
             f"2 slots, hold 0.25 s); 5 other tasks completed in {quick_took:.2f}s meanwhile"
@@ -77,6 +79,6 @@ def test_100_parked_tasks_free_the_only_worker(make_stack: MakeStack, tmp_path: 
     asked = Counter(lines(calls))
     assert set(asked) == {f"t{i}" for i in range(N)}
     assert set(asked.values()) == {2}, "each tool ran twice: once to park, once resumed"
-    assert set(stack.open_gauges().values()) == {0}, stack.open_gauges()
+    assert set(open_gauges(stack).values()) == {0}, open_gauges(stack)
     with stack.redis_client() as r:
-        assert {r.hget(KEYS.task(ref_of(t)), "runs") for t in ids} == {"2"}
+        assert {r.hget(KEYS.task(task_ref(t)), "runs") for t in ids} == {"2"}

@@ -16,8 +16,17 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import McpClient, Reply, text_of, wait_until
-from tests.faults.support import ACCEPT, KEYS, MakeStack, TaskWatch, percentile, ref_of
+from ops.mcp_client import McpClient, Reply, text_of
+from ops.processes import wait_until
+from shared.store import task_ref
+from tests.faults.support import (
+    ACCEPT,
+    KEYS,
+    MakeStack,
+    TaskWatch,
+    open_gauges,
+    percentile,
+)
 from tests.faults.tools_faults import HELD_QUEUE
 
 pytestmark = [pytest.mark.faults]
@@ -92,9 +101,9 @@ MIX = 50 + 20 + 10 + 20 + 60 + 4 + 4 + 32
 def test_200_tasks_survive_a_redis_restart(make_stack: MakeStack, tmp_path: Path) -> None:
     knobs = {"MCPQ_INPUT_HOLD_S": "0.3", "MCPQ_POLL_INTERVAL_MS": "500"}
     stack = make_stack(workers=0, env=knobs, aof=True)
-    stack.start_worker_with(concurrency=2)
-    stack.start_worker_with(concurrency=2)
-    stack.start_worker_with(queues=HELD_QUEUE, concurrency=4, MCPQ_INPUT_HOLD_S="300")
+    stack.start_worker(concurrency=2)
+    stack.start_worker(concurrency=2)
+    stack.start_worker(queues=HELD_QUEUE, concurrency=4, MCPQ_INPUT_HOLD_S="300")
     processes = [(c, c.popen.pid) for c in stack.workers + stack.webs]
     calls = tmp_path / "calls.txt"
     started = time.monotonic()
@@ -122,7 +131,7 @@ def test_200_tasks_survive_a_redis_restart(make_stack: MakeStack, tmp_path: Path
         watch.wait_all("completed", "failed", timeout=40, task_ids=ended)
         watch.wait_all("input_required", timeout=40, task_ids=groups["parked"] + groups["held"])
         with stack.redis_client() as r:
-            parked_refs = [KEYS.task(ref_of(t)) for t in groups["parked"]]
+            parked_refs = [KEYS.task(task_ref(t)) for t in groups["parked"]]
             wait_until(
                 lambda: all(r.hget(key, "parked") == "1" for key in parked_refs),
                 timeout=40,
@@ -130,7 +139,7 @@ def test_200_tasks_survive_a_redis_restart(make_stack: MakeStack, tmp_path: Path
             )
         create("working", 4, "slow_compute", lambda i: {"seconds": 6, "label": f"w{i}"})
         wait_until(
-            lambda: all(stack.hash_of(ref_of(t))["runs"] == "1" for t in groups["working"]),
+            lambda: all(stack.task_hash(task_ref(t))["runs"] == "1" for t in groups["working"]),
             timeout=20,
             message="the 4 slow tasks hold the default queue's 4 slots",
         )
@@ -140,8 +149,8 @@ def test_200_tasks_survive_a_redis_restart(make_stack: MakeStack, tmp_path: Path
 
         watch.poll()
         before = watch.statuses()
-        held_parked = [stack.hash_of(ref_of(t))["parked"] for t in groups["held"]]
-        queued_runs = [stack.hash_of(ref_of(t))["runs"] for t in groups["queued"]]
+        held_parked = [stack.task_hash(task_ref(t))["parked"] for t in groups["held"]]
+        queued_runs = [stack.task_hash(task_ref(t))["runs"] for t in groups["queued"]]
         summary = {s: sum(1 for v in before.values() if v == s) for s in set(before.values())}
         print(
             f"\n[200 tasks] before the restart ({time.monotonic() - started:.1f}s in): {summary}; "
@@ -155,7 +164,7 @@ def test_200_tasks_survive_a_redis_restart(make_stack: MakeStack, tmp_path: Path
         # Down until every client gave up: the web tier answers 503, every worker's consumer
         # failed to reconnect, and the 8 runs in progress died of it (their Redis retries ran out).
         _unavailable(client.get(acknowledged[0]))
-        running = [ref_of(t) for g in RUNNING for t in groups[g]]
+        running = [task_ref(t) for g in RUNNING for t in groups[g]]
 
         def everyone_noticed() -> bool:
             logs = [w.log() for w in stack.workers]
@@ -187,7 +196,7 @@ def test_200_tasks_survive_a_redis_restart(make_stack: MakeStack, tmp_path: Path
         final = watch.statuses()
         summary = {s: sum(1 for v in final.values() if v == s) for s in set(final.values())}
         print(f"[200 tasks] all terminal {finished:.1f}s after the restart: {summary}")
-        runs = {g: [stack.hash_of(ref_of(t))["runs"] for t in groups[g]] for g in RUNNING}
+        runs = {g: [stack.task_hash(task_ref(t))["runs"] for t in groups[g]] for g in RUNNING}
         print(f"[200 tasks] runs of the tasks that were running at the restart: {runs}")
 
     expected = {"done": "completed", "failed": "failed", "tool_error": "completed"}
@@ -204,4 +213,4 @@ def test_200_tasks_survive_a_redis_restart(make_stack: MakeStack, tmp_path: Path
     for task_id in groups["tool_error"]:
         assert watch.last[task_id]["result"].get("isError") is True
     assert all(child.alive and child.popen.pid == pid for child, pid in processes), "no restarts"
-    assert set(stack.open_gauges().values()) == {0}, stack.open_gauges()
+    assert set(open_gauges(stack).values()) == {0}, open_gauges(stack)

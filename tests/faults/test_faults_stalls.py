@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from ops.processes import descendant_pids, pid_alive
-from tests.e2e.harness import McpClient, ref_of, text_of, wait_until
+from ops.mcp_client import McpClient, text_of
+from ops.processes import descendant_pids, pid_alive, wait_until
+from shared.store import task_ref
 from tests.faults.support import MakeStack, lines
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(90)]
@@ -40,11 +41,7 @@ def test_a_hung_tool_fails_after_max_run_s_and_its_slot_is_reused(
         # when a tool hangs outside its context, with another task queued behind it,
         hung = client.create_task("hang_forever", {"calls": str(calls)})["taskId"]
         queued = client.create_task("slow_compute", {"seconds": 0, "label": "next"})["taskId"]
-        hanging = wait_until(
-            lambda: (t := client.task(hung)).get("statusMessage") == "about to hang" and t,
-            timeout=15,
-            message="the tool's last context call",
-        )
+        hanging = client.wait_for_message(hung, "about to hang", timeout=15)  # its last ctx call
 
         # then the task fails with a message that says why, max_run_s (2 s) after the tool's
         # last context call (both instants as the store recorded them, on Redis's clock),
@@ -116,5 +113,5 @@ def test_a_message_taken_by_a_worker_that_died_before_starting_it_is_sent_again(
         stack.start_worker()
         done = client.wait_for_status(task_id, "completed", timeout=30, interval=0.1)
         assert text_of(done["result"]) == "lost: computed in 0s"
-        assert stack.hash_of(ref_of(task_id))["runs"] == "1"
+        assert stack.task_hash(task_ref(task_id))["runs"] == "1"
         assert r.hlen("unacked") == 1  # kombu never gave the stolen copy back

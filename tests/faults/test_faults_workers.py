@@ -23,24 +23,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import Child, McpClient, text_of, wait_until
-from tests.faults.support import (
-    ACCEPT,
-    KEYS,
-    FaultStack,
-    MakeStack,
-    TaskWatch,
-    lines,
-    ref_of,
-    wait_runs,
-)
+from ops.mcp_client import McpClient, text_of
+from ops.processes import wait_until
+from ops.stack import Child, Stack
+from shared.store import task_ref
+from tests.faults.support import ACCEPT, KEYS, MakeStack, TaskWatch, lines, open_gauges
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(90)]
 
 KILL_KNOBS = {"MCPQ_LEASE_S": "2"}
 
 
-def _victim_and_survivor(stack: FaultStack, tool: str, ref: str) -> tuple[Child, Child]:
+def _victim_and_survivor(stack: Stack, tool: str, ref: str) -> tuple[Child, Child]:
     victims = wait_until(
         lambda: stack.worker_that_received(tool, ref), timeout=10, message="the worker running it"
     )
@@ -54,17 +48,13 @@ def test_sigkill_of_a_whole_worker_mid_tool(make_stack: MakeStack) -> None:
     stack = make_stack(workers=2, env=KILL_KNOBS)
     with McpClient(stack.url(0)) as client:
         task_id = client.create_task("slow_compute", {"seconds": 4, "label": "survivor"})["taskId"]
-        ref = ref_of(task_id)
-        wait_until(
-            lambda: client.task(task_id).get("statusMessage") == "computing survivor",
-            timeout=15,
-            message="the run started",
-        )
+        ref = task_ref(task_id)
+        client.wait_for_message(task_id, "computing survivor", timeout=15)  # the run started
         victim, survivor = _victim_and_survivor(stack, "slow_compute", ref)
-        assert stack.hash_of(ref)["runs"] == "1"
+        assert stack.task_hash(ref)["runs"] == "1"
 
         killed_at = stack.kill_group(victim, signal.SIGKILL)
-        resumed_at = wait_runs(stack, ref, 2, timeout=30)
+        resumed_at = stack.wait_runs(ref, 2, timeout=30)
         stack.reap(victim)
         done = client.wait_for_status(task_id, "completed", timeout=30, interval=0.1)
         print(
@@ -73,7 +63,7 @@ def test_sigkill_of_a_whole_worker_mid_tool(make_stack: MakeStack) -> None:
         )
         assert text_of(done["result"]) == "survivor: computed in 4s"
         assert stack.worker_that_received("slow_compute", ref) == [survivor]
-        assert stack.hash_of(ref)["runs"] == "2", "exactly one recovered run"
+        assert stack.task_hash(ref)["runs"] == "2", "exactly one recovered run"
         assert resumed_at - killed_at < 10, (
             "resumed within seconds (lease 2 s, lock 5 s, sweep 1 s)"
         )
@@ -87,12 +77,12 @@ def test_sigkill_while_waiting_for_an_answer_asks_once(
     calls = tmp_path / "calls.txt"
     with McpClient(stack.url(0)) as client:
         task_id = client.create_task("ask_once", {"calls": str(calls), "label": "deploy"})["taskId"]
-        ref = ref_of(task_id)
+        ref = task_ref(task_id)
         watch = TaskWatch(client)
         watch.add([task_id])
         watch.wait_all("input_required", timeout=15)
         (key,) = watch.keys[task_id]
-        assert stack.hash_of(ref)["parked"] == "0", "the run still waits in its slot"
+        assert stack.task_hash(ref)["parked"] == "0", "the run still waits in its slot"
         victim, survivor = _victim_and_survivor(stack, "ask_once", ref)
 
         killed_at = stack.kill_group(victim, signal.SIGKILL)
@@ -100,20 +90,20 @@ def test_sigkill_while_waiting_for_an_answer_asks_once(
         assert ack.result["resultType"] == "complete"
         answered_at = time.monotonic()
         watch.wait_all("completed", timeout=30, interval=0.02)
-        resumed_at = wait_runs(stack, ref, 2, timeout=1)
+        resumed_at = stack.wait_runs(ref, 2, timeout=1)
         stack.reap(victim)
         print(
             f"\n[SIGKILL while waiting for input] answered {answered_at - killed_at:.2f}s after "
             f"the kill; the replay was claimed by {survivor.name} "
-            f"{resumed_at - killed_at:.2f}s after the kill (runs={stack.hash_of(ref)['runs']})"
+            f"{resumed_at - killed_at:.2f}s after the kill (runs={stack.task_hash(ref)['runs']})"
         )
         assert watch.keys[task_id] == {key}, "the client saw one question over the task's life"
         after = [keys for at, keys in watch.key_log[task_id] if at > answered_at]
         assert not after, f"asked again after the answer: {after}"
         assert text_of(watch.last[task_id]["result"]) == "deploy: yes"
-        assert set(stack.open_gauges().values()) == {0}, stack.open_gauges()
+        assert set(open_gauges(stack).values()) == {0}, open_gauges(stack)
         assert lines(calls) == ["deploy", "deploy"], "the question ran once per run"
-        assert stack.hash_of(ref)["runs"] == "2"
+        assert stack.task_hash(ref)["runs"] == "2"
         with stack.redis_client() as r:
             assert r.hkeys(KEYS.answers(ref)) == [key]
 
@@ -124,7 +114,7 @@ def test_step_side_effect_runs_once_across_a_kill(make_stack: MakeStack, tmp_pat
     args = {"path": str(effect), "seconds": 3, "calls": str(calls)}
     with McpClient(stack.url(0)) as client:
         task_id = client.create_task("step_then_sleep", args)["taskId"]
-        ref = ref_of(task_id)
+        ref = task_ref(task_id)
         with stack.redis_client() as r:
             wait_until(
                 lambda: r.hexists(KEYS.steps(ref), "effect"), timeout=15, message="step stored"
@@ -133,7 +123,7 @@ def test_step_side_effect_runs_once_across_a_kill(make_stack: MakeStack, tmp_pat
         victim, survivor = _victim_and_survivor(stack, "step_then_sleep", ref)
 
         killed_at = stack.kill_group(victim, signal.SIGKILL)
-        resumed_at = wait_runs(stack, ref, 2, timeout=30)
+        resumed_at = stack.wait_runs(ref, 2, timeout=30)
         stack.reap(victim)
         done = client.wait_for_status(task_id, "completed", timeout=30, interval=0.1)
         print(
@@ -144,28 +134,24 @@ def test_step_side_effect_runs_once_across_a_kill(make_stack: MakeStack, tmp_pat
         assert lines(effect) == ["effect"], "the step's side effect ran exactly once"
         assert lines(calls) == ["call", "call"], "the body itself ran once per run"
         assert text_of(done["result"]) == "effect written (line 1), slept 3s"
-        assert stack.hash_of(ref)["runs"] == "2"
+        assert stack.task_hash(ref)["runs"] == "2"
 
 
 def test_heroku_sigterm_hands_the_run_over_at_once(make_stack: MakeStack, tmp_path: Path) -> None:
     # A 30 s lease: a takeover within a few seconds can only come from the hand-back.
     stack = make_stack(workers=0, env={"MCPQ_LEASE_S": "30"})
     for _ in range(2):
-        stack.start_worker_with(REMAP_SIGTERM="SIGQUIT")
+        stack.start_worker(REMAP_SIGTERM="SIGQUIT")
     effect = tmp_path / "effect.txt"
     with McpClient(stack.url(0)) as client:
         args = {"path": str(effect), "seconds": 4}
         task_id = client.create_task("step_then_sleep", args)["taskId"]
-        ref = ref_of(task_id)
-        wait_until(
-            lambda: client.task(task_id).get("statusMessage") == "stepped",
-            timeout=15,
-            message="the run is past its step",
-        )
+        ref = task_ref(task_id)
+        client.wait_for_message(task_id, "stepped", timeout=15)  # the run is past its step
         victim, survivor = _victim_and_survivor(stack, "step_then_sleep", ref)
 
         terminated_at = stack.kill_group(victim, signal.SIGTERM)
-        taken_at = wait_runs(stack, ref, 2, timeout=25)
+        taken_at = stack.wait_runs(ref, 2, timeout=25)
         stack.reap(victim, timeout=20)
         exited_at = time.monotonic()
         done = client.wait_for_status(task_id, "completed", timeout=30, interval=0.1)

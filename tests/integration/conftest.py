@@ -26,11 +26,10 @@ from typing import Any
 import pytest
 import redis
 
-from shared.keys import Keys, task_ref
-from shared.store import TaskStore
-from shared.store_calls import NewTask
+from shared.store import Keys, NewTask, task_ref
 from tests.support.procs import wait_until
 from tests.support.redis_server import RedisProcess, redis_servers_to_test
+from tests.support.white_box import WhiteBoxStore
 
 NO_TTL_MARK = "keys_without_ttl"
 OWNER = "principal-alice"
@@ -89,16 +88,16 @@ def keys() -> Keys:
 
 
 @pytest.fixture
-def store(redis_client: redis.Redis, keys: Keys) -> TaskStore:
-    return TaskStore(redis_client, keys)
+def store(redis_client: redis.Redis, keys: Keys) -> WhiteBoxStore:
+    return WhiteBoxStore(redis_client, keys)
 
 
 def global_keys(keys: Keys) -> set[str]:
-    """The documented global keys (indexes, counters, the sweeper's lock), which never expire.
+    """The documented global keys (indexes, counters, the worker list), which never expire.
 
-    NOTE: ``Keys`` builds every per-task key with a method taking the ref and every global key
-    as a property, so the properties *are* the list (``leases``, ``unclaimed``, ``lock:sweeper``
-    and whatever the schema adds), minus the three that are not keys.
+    NOTE: ``Keys`` builds every per-task key (and each lock) with a method taking its name, and
+    every global key as a property, so the properties *are* the list (``leases``, ``unclaimed``
+    and whatever the schema adds), minus the three that are not keys. A lock always has a TTL.
     """
     names = {n for n, v in vars(Keys).items() if isinstance(v, property)}
     return {getattr(keys, n) for n in names - {"root", "task_prefix", "pattern"}}
@@ -172,7 +171,7 @@ def clock(redis_client: redis.Redis) -> RedisClock:
 class TaskFactory:
     """Tasks in a given state, built through the store's own transitions."""
 
-    store: TaskStore
+    store: WhiteBoxStore
     owner: str = OWNER
     tool: str = "echo"
     queue: str = "tools-q"
@@ -204,7 +203,7 @@ class TaskFactory:
     def running(self, *, lease_ms: int = LEASE_MS, **new: Any) -> tuple[str, int]:
         ref = self.new(**new)
         claim = self.store.claim(ref, lease_ms)
-        assert claim.status == "OK", claim
+        assert claim.reply == "OK", claim
         return ref, claim.gen
 
     def waiting(self, *input_keys: str, parked: bool = False, **running: Any) -> tuple[str, int]:
@@ -223,5 +222,5 @@ def request_for(key: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def tasks(store: TaskStore) -> TaskFactory:
+def tasks(store: WhiteBoxStore) -> TaskFactory:
     return TaskFactory(store)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -19,14 +20,13 @@ import redis
 import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection
 
-from shared.async_store import AsyncTaskStore
 from shared.errors import StoreUnavailable, TaskNotFound
-from shared.keys import Keys, task_ref
-from shared.redis_clients import async_client, sync_client
 from shared.settings import Settings
-from shared.store import TaskStore
-from shared.store_calls import NewTask
+from shared.store import AsyncTaskStore, Keys, NewTask, task_ref
+from shared.store.clients import async_client, sync_client
+from shared.wire import Task
 from tests.support.redis_server import RedisProcess
+from tests.support.white_box import WhiteBoxStore
 
 RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done ✓"}]}
 ERROR = {"code": -32603, "message": "tool blew up"}
@@ -85,7 +85,7 @@ def test_async_get_reads_task_and_inputs_in_one_multi_exec(store, tasks, get_tas
     ran = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     assert ran == {"cmdstat_multi": 1, "cmdstat_hgetall": 2, "cmdstat_exec": 1}
     assert (record.status, record.owner) == ("input_required", tasks.owner)
-    assert inputs == {"name": store.redis.hget(store.keys.inputs(ref), "name")}
+    assert inputs == {"name": json.loads(store.redis.hget(store.keys.inputs(ref), "name"))}
 
 
 def test_async_get_of_a_foreign_or_unknown_task_is_not_found(store, tasks, get_task) -> None:
@@ -103,9 +103,10 @@ def test_async_get_returns_the_completed_and_failed_payloads(store, tasks, get_t
     store.finish(failed, gen, "failed", ERROR, "tool blew up")
     record, inputs = get_task(done, tasks.owner)
     assert (record.status, record.result, inputs) == ("completed", RESULT, {})
-    assert record.wire("tid")["result"] == RESULT
+    assert Task.of(record, "tid", inputs).dump()["result"] == RESULT
     record, _ = get_task(failed, tasks.owner)
-    assert (record.status, record.error, record.wire("tid")["error"]) == ("failed", ERROR, ERROR)
+    assert (record.status, record.error) == ("failed", ERROR)
+    assert Task.of(record, "tid").dump()["error"] == ERROR
 
 
 # -- an unreachable store --------------------------------------------------------------------------
@@ -120,7 +121,8 @@ async def web_seconds_to_fail(
     settings: Settings, keys: Keys, ref: str, stop: Callable[[], None]
 ) -> list[float]:
     """Connect the web tier's client, ``stop`` the server, then time each call until it raises."""
-    web = AsyncTaskStore(async_client(settings), keys)
+    client = async_client(settings)
+    web = AsyncTaskStore(client, keys)
     try:
         assert (await web.get(ref, "o"))[0].status == "working"  # a live pooled connection
         stop()
@@ -136,14 +138,14 @@ async def web_seconds_to_fail(
             spent.append(time.monotonic() - started)
         return spent
     finally:
-        await web.redis.aclose()
+        await client.aclose()
 
 
 @pytest.mark.parametrize("failure", ["killed", "frozen"])
 def test_an_unreachable_server_raises_store_unavailable_within_seconds(failure) -> None:
     with RedisProcess() as doomed:  # a second private server, stopped by pid below
         settings = Settings(redis_url=doomed.url)
-        worker = TaskStore(sync_client(settings), Keys(prefix="down"))
+        worker = WhiteBoxStore(sync_client(settings), Keys(prefix="down"))
         ref = task_ref("t")
         assert worker.create(NewTask(ref, "echo", "q", "o", {}, {}, 60_000, 100), 1_000)
         assert worker.status(ref) == "working"  # the worker's pool holds a live connection too
@@ -152,7 +154,7 @@ def test_an_unreachable_server_raises_store_unavailable_within_seconds(failure) 
         if failure == "killed":  # NOTE: frozen, the worker's client retries 3 times (~9 s)
             spent += [
                 seconds_to_fail(lambda: worker.claim(ref, 1_000)),
-                seconds_to_fail(lambda: worker.load(ref)),
+                seconds_to_fail(lambda: worker.status(ref)),
                 seconds_to_fail(lambda: worker.finish(ref, 1, "completed", RESULT)),
             ]
         worker.redis.close()

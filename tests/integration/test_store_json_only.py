@@ -13,8 +13,8 @@ import uuid
 import orjson
 import pytest
 
-from shared.keys import task_ref
-from shared.store_calls import NewTask
+from shared.store.calls import NewTask
+from shared.store.keys import task_ref
 
 PICKLE_HEADER = b"\x80"
 JSON_FIELDS = {"args", "caps", "pre", "result", "error"}
@@ -47,8 +47,9 @@ def life_cycle(store, owner: str, ending: str) -> tuple[str, str]:
         "sample-2": {"method": "sampling/createMessage", "params": {"maxTokens": 5}},
     }
     store.request_input(ref, gen, requests)
-    assert store.answer(ref, owner, {"elicit-1": {"action": "accept"}}, 30_000) == ["PARTIAL"]
-    assert store.answer(ref, owner, {"sample-2": {"content": {"text": "ok"}}}, 30_000) == ["WOKEN"]
+    partial = store.answer(ref, owner, {"elicit-1": {"action": "accept"}}, 30_000)
+    woken = store.answer(ref, owner, {"sample-2": {"content": {"text": "ok"}}}, 30_000)
+    assert (partial.reply, woken.reply) == ("PARTIAL", "WOKEN")
     store.save_step(ref, gen, "fetch", {"rows": [{"id": 1, "name": "Zoë"}]})
     store.save_step(ref, gen, "count", 3)
     store.report(ref, gen, "almost there: 90%")

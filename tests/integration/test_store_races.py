@@ -18,8 +18,8 @@ import orjson
 import pytest
 import redis
 
-from shared.store import TaskStore
-from shared.store_calls import Claim, InputPoll
+from shared.store import Cancelled, Claim, InputPoll, Renewal, Reply, TaskStatus
+from tests.support.white_box import WhiteBoxStore
 
 ROUNDS = 1000
 RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done"}]}
@@ -61,15 +61,15 @@ def race() -> Iterator[Race]:
 
 
 @pytest.fixture
-def racers(redis_process, keys) -> Iterator[tuple[TaskStore, TaskStore]]:
+def racers(redis_process, keys) -> Iterator[tuple[WhiteBoxStore, WhiteBoxStore]]:
     """Two stores on two clients of their own, as two processes would have."""
     clients = [redis.Redis.from_url(redis_process.url, decode_responses=True) for _ in range(2)]
-    yield TaskStore(clients[0], keys), TaskStore(clients[1], keys)
+    yield WhiteBoxStore(clients[0], keys), WhiteBoxStore(clients[1], keys)
     for client in clients:
         client.close()
 
 
-def snapshot(store: TaskStore, ref: str) -> dict[str, Any]:
+def snapshot(store: WhiteBoxStore, ref: str) -> dict[str, Any]:
     """Everything a round checks, read in one round trip."""
     k = store.keys
     with store.redis.pipeline(transaction=True) as pipe:
@@ -89,11 +89,12 @@ def test_cancel_racing_finish_has_exactly_one_winner(store, tasks, race, racers)
             partial(worker.finish, ref, gen, "completed", RESULT),
         )
         task = snapshot(store, ref)["task"]
-        if cancelled[0] == "CANCELLED":
+        if cancelled.reply == "CANCELLED":
             assert (finished, task["status"], task.get("result")) == ("TERMINAL", "cancelled", None)
-            assert cancelled == ("CANCELLED", True)
+            assert cancelled == Cancelled(Reply.CANCELLED, True)
         else:
-            assert (cancelled, finished, task["status"]) == (("TERMINAL", False), "OK", "completed")
+            terminal = Cancelled(Reply.TERMINAL, False)
+            assert (cancelled, finished, task["status"]) == (terminal, "OK", "completed")
             assert orjson.loads(task["result"]) == RESULT
         wins[task["status"]] += 1
     assert wins["cancelled"] and wins["completed"], f"both orders must have happened: {wins}"
@@ -108,8 +109,8 @@ def test_two_claims_racing_give_one_run(store, tasks, race, racers) -> None:
     for _ in range(ROUNDS):
         ref = tasks.new()
         replies = race.run(partial(one.claim, ref, 10_000), partial(other.claim, ref, 10_000))
-        assert sorted(reply.status for reply in replies) == ["BUSY", "OK"], replies
-        winner = next(reply for reply in replies if reply.status == "OK")
+        assert sorted(reply.reply for reply in replies) == ["BUSY", "OK"], replies
+        winner = next(reply for reply in replies if reply.reply == "OK")
         state = snapshot(store, ref)
         assert winner.gen == 1 and (state["task"]["gen"], state["task"]["runs"]) == ("1", "1")
         assert state["indexed"] == (float(state["task"]["lease"]), None)
@@ -127,47 +128,47 @@ def test_answer_racing_cancel_never_revives_the_task(store, tasks, race, racers,
             partial(web_b.cancel, ref, tasks.owner, "stop"),
         )
         state = snapshot(store, ref)
-        assert cancelled == ("CANCELLED", not parked)
+        assert cancelled == Cancelled(Reply.CANCELLED, not parked)
         assert (state["task"]["status"], state["task"]["parked"]) == ("cancelled", "0")
         assert not state["inputs"] and state["indexed"] == (None, None), state
-        if answered == ["IGNORED"]:  # cancel first: the answer is not even stored
+        if answered.reply == "IGNORED":  # cancel first: the answer is not even stored
             assert state["answers"] == {}
         else:  # answer first, then cancel
-            assert answered[0] == woke and state["answers"] == {"name": '"Ada"'}
+            assert answered.reply == woke and state["answers"] == {"name": '"Ada"'}
         # Whoever the answer woke or resumed finds the task cancelled
         if parked:
-            assert store.claim(ref, 1_000) == Claim("TERMINAL")
+            assert store.claim(ref, 1_000) == Claim(Reply.TERMINAL)
         else:
-            assert store.request_input(ref, gen, {"name": {}}) == InputPoll("TERMINAL")
-        orders[answered[0]] += 1
+            assert store.request_input(ref, gen, {"name": {}}) == InputPoll(Reply.TERMINAL)
+        orders[answered.reply] += 1
     assert orders["IGNORED"] and orders[woke], f"both orders must have happened: {orders}"
     assert store.sweep(30_000) == [], "nothing to re-enqueue"
 
 
 # -- terminal is forever ------------------------------------------------------------------------
-LATE_WRITES: dict[str, tuple[Callable[[TaskStore, str, int, str], Any], Any]] = {
+LATE_WRITES: dict[str, tuple[Callable[[WhiteBoxStore, str, int, str], Any], Any]] = {
     "finish": (lambda s, ref, gen, who: s.finish(ref, gen, "failed", {"code": 1}), "TERMINAL"),
-    "cancel": (lambda s, ref, gen, who: s.cancel(ref, who), ("TERMINAL", False)),
-    "answer": (lambda s, ref, gen, who: s.answer(ref, who, {"age": 1}, 10), ["IGNORED"]),
+    "cancel": (lambda s, ref, gen, who: s.cancel(ref, who), Cancelled(Reply.TERMINAL, False)),
+    "answer": (lambda s, ref, gen, who: s.answer(ref, who, {"age": 1}, 10).reply, "IGNORED"),
     "request_input": (
         lambda s, ref, gen, who: s.request_input(ref, gen, {"x": {}}),
-        InputPoll("TERMINAL"),
+        InputPoll(Reply.TERMINAL),
     ),
     "report": (lambda s, ref, gen, who: s.report(ref, gen, "late"), "TERMINAL"),
     "renew": (lambda s, ref, gen, who: s.renew(ref, gen, 60_000), "the terminal status"),
     "park": (lambda s, ref, gen, who: s.park(ref, gen), "TERMINAL"),
-    "claim": (lambda s, ref, gen, who: s.claim(ref, 60_000), Claim("TERMINAL")),
+    "claim": (lambda s, ref, gen, who: s.claim(ref, 60_000), Claim(Reply.TERMINAL)),
     "save_step": (lambda s, ref, gen, who: s.save_step(ref, gen, "new", 1), ("TERMINAL", None)),
     "release": (lambda s, ref, gen, who: s.release(ref, gen), "TERMINAL"),
 }
-ENDINGS: dict[str, Callable[[TaskStore, str, int, str], Any]] = {
+ENDINGS: dict[str, Callable[[WhiteBoxStore, str, int, str], Any]] = {
     "completed": lambda s, ref, gen, who: s.finish(ref, gen, "completed", RESULT, "done"),
     "failed": lambda s, ref, gen, who: s.finish(ref, gen, "failed", {"code": -1}, "broke"),
     "cancelled": lambda s, ref, gen, who: s.cancel(ref, who, "stop"),
 }
 
 
-def task_keys_raw(raw: redis.Redis, store: TaskStore, ref: str) -> list[dict[bytes, bytes]]:
+def task_keys_raw(raw: redis.Redis, store: WhiteBoxStore, ref: str) -> list[dict[bytes, bytes]]:
     k = store.keys
     return [raw.hgetall(key) for key in (k.task(ref), k.inputs(ref), k.answers(ref), k.steps(ref))]
 
@@ -190,6 +191,7 @@ def test_a_late_script_leaves_an_ended_task_unchanged(
     reply = late(store, ref, gen, tasks.owner)
 
     # Then it is told so, and the task's hashes are byte-for-byte what they were
-    assert reply == (ending if script == "renew" else expected)
+    renewal = Renewal(Reply.TERMINAL, TaskStatus(ending))
+    assert reply == (renewal if script == "renew" else expected)
     assert task_keys_raw(raw_client, store, ref) == before
     assert snapshot(store, ref)["indexed"] == (None, None), "nothing re-arms an ended task"

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import orjson
 
-from shared.keys import task_ref
-from shared.store import TaskStore
-from shared.store_calls import Claim, InputPoll, NewTask
+from shared.store import Answered, Cancelled, Renewal, Reply, TaskStatus, TaskStore, task_ref
+from shared.store.calls import Claim, InputPoll, NewTask
 
 RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done ✓"}]}
 ERROR = {"code": -32603, "message": "tool blew up"}
@@ -30,7 +29,7 @@ def in_index(store: TaskStore, index: str, ref: str) -> float | None:
 def test_create_stores_a_working_task_watched_as_unclaimed(store, tasks, clock) -> None:
     before = clock.now_ms()
     ref = tasks.new(arguments={"text": "héllo", "n": [1, 2]})
-    record = store.load(ref)
+    record = store.record(ref)
     assert record is not None
     assert record.status == "working" and record.gen == record.runs == 0
     assert (record.tool, record.queue, record.owner) == ("echo", "tools-q", tasks.owner)
@@ -65,7 +64,7 @@ def test_mark_enqueued_gives_the_run_longer_to_start(store, tasks, clock) -> Non
 def test_mark_enqueued_after_the_claim_does_not_put_the_task_back(store, tasks) -> None:
     # A worker can claim the run before the web tier marks it enqueued
     ref = tasks.new()
-    assert store.claim(ref, 5_000).status == "OK"
+    assert store.claim(ref, 5_000).reply == "OK"
     store.mark_enqueued(ref, 300_000)
     assert in_index(store, store.keys.unclaimed, ref) is None
 
@@ -76,7 +75,7 @@ def test_a_run_enqueued_but_never_started_is_swept_again(store, tasks, clock) ->
     store.mark_enqueued(ref, 50)
     clock.wait_past(int(in_index(store, store.keys.unclaimed, ref) or 0))
     due = store.sweep(60_000)
-    assert [r for r, _tool, _queue in due] == [ref]
+    assert [item.ref for item in due] == [ref]
 
 
 def test_each_resend_of_an_unstarted_run_waits_twice_as_long(store, tasks, clock) -> None:
@@ -91,7 +90,7 @@ def test_each_resend_of_an_unstarted_run_waits_twice_as_long(store, tasks, clock
     assert [round(w, -3) for w in waits] == [10_000, 20_000, 40_000]
     assert store.redis.hget(store.keys.task(ref), "sends") == "3"
     # and a claim starts the count again for the next time the task is sent.
-    assert store.claim(ref, 5_000).status == "OK"
+    assert store.claim(ref, 5_000).reply == "OK"
     assert store.redis.hget(store.keys.task(ref), "sends") == "0"
     assert store.mark_enqueued(ref, 10_000) == 0  # claimed: nothing to watch
 
@@ -107,9 +106,9 @@ def test_mark_enqueued_of_a_vanished_task_writes_nothing(store, tasks) -> None:
 def test_claim_ok_increments_gen_and_takes_a_lease(store, tasks, clock) -> None:
     ref = tasks.new()
     claim = store.claim(ref, 5_000)
-    assert claim.status == "OK" and claim.gen == 1 and claim.answers == {}
-    assert claim.task is not None and claim.task["gen"] == "1" and claim.task["runs"] == "1"
-    lease = int(claim.task["lease"])
+    assert claim.reply == "OK" and claim.gen == 1 and claim.answers == {}
+    assert claim.record is not None and claim.record.gen == claim.record.runs == 1
+    lease = int(store.redis.hget(store.keys.task(ref), "lease"))
     assert 0 < lease - clock.now_ms() <= 5_000
     assert in_index(store, store.keys.leases, ref) == lease
     assert in_index(store, store.keys.unclaimed, ref) is None
@@ -120,7 +119,7 @@ def test_claim_is_busy_while_the_lease_lives_then_ok_with_a_new_gen(store, tasks
     assert store.claim(ref, 200) == Claim("BUSY")
     clock.wait_past(int(field(store, ref, "lease") or 0))
     again = store.claim(ref, 200)
-    assert (again.status, again.gen) == ("OK", gen + 1)
+    assert (again.reply, again.gen) == ("OK", gen + 1)
     assert field(store, ref, "runs") == "2"
 
 
@@ -146,9 +145,9 @@ def test_claim_of_an_unknown_task_is_gone_and_drops_it_from_the_indexes(store) -
 
 def test_claim_hands_the_new_run_its_delivered_answers(store, tasks) -> None:
     ref, _ = tasks.waiting("name", parked=True)
-    assert store.answer(ref, tasks.owner, {"name": {"action": "accept"}}, 1_000)[0] == "RESUME"
+    assert store.answer(ref, tasks.owner, {"name": {"action": "accept"}}, 1_000).reply == "RESUME"
     claim = store.claim(ref, 1_000)
-    assert claim.status == "OK" and claim.answers == {"name": '{"action":"accept"}'}
+    assert claim.reply == "OK" and claim.answers == {"name": '{"action":"accept"}'}
 
 
 def test_claim_of_a_task_whose_status_message_is_two_dashes(store, tasks) -> None:
@@ -156,7 +155,7 @@ def test_claim_of_a_task_whose_status_message_is_two_dashes(store, tasks) -> Non
     assert store.report(ref, gen, "--") == "OK"
     assert store.release(ref, gen) == "OK"
     claim = store.claim(ref, 1_000)
-    assert claim.task is not None and claim.task["msg"] == "--"
+    assert claim.record is not None and claim.record.message == "--"
 
 
 # -- renew, report ---------------------------------------------------------------------------------
@@ -164,33 +163,33 @@ def test_renew_extends_the_lease_and_tells_the_status(store, tasks, clock) -> No
     ref, gen = tasks.running(lease_ms=1_000)
     first = in_index(store, store.keys.leases, ref) or 0
     clock.tick()
-    assert store.renew(ref, gen, 60_000) == "working"
+    assert store.renew(ref, gen, 60_000) == Renewal(Reply.OK, TaskStatus.WORKING)
     lease = int(field(store, ref, "lease") or 0)
     assert lease > first + 50_000 and in_index(store, store.keys.leases, ref) == lease
     store.request_input(ref, gen, {"k": {}})
-    assert store.renew(ref, gen, 60_000) == "input_required"
+    assert store.renew(ref, gen, 60_000) == Renewal(Reply.OK, TaskStatus.INPUT_REQUIRED)
 
 
 def test_renew_by_a_stale_or_vanished_run_changes_nothing(store, tasks, raw_client) -> None:
     ref, gen = tasks.running()
     before = raw_client.hgetall(store.keys.task(ref))
-    assert store.renew(ref, gen + 1, 60_000) == "SUPERSEDED"
-    assert store.renew(task_ref("nope"), 1, 60_000) == "GONE"
+    assert store.renew(ref, gen + 1, 60_000) == Renewal(Reply.SUPERSEDED)
+    assert store.renew(task_ref("nope"), 1, 60_000) == Renewal(Reply.GONE)
     assert raw_client.hgetall(store.keys.task(ref)) == before
 
 
 def test_a_late_heartbeat_after_park_does_not_rearm_the_lease(store, tasks) -> None:
     ref, gen = tasks.waiting(parked=True)
     store.renew(ref, gen, 60_000)  # the heartbeat thread's renew, in flight during park
-    assert store.answer(ref, tasks.owner, {"name": "x"}, 1_000)[0] == "RESUME"
-    assert store.claim(ref, 1_000).status == "OK"
+    assert store.answer(ref, tasks.owner, {"name": "x"}, 1_000).reply == "RESUME"
+    assert store.claim(ref, 1_000).reply == "OK"
 
 
 def test_report_sets_the_status_message(store, tasks, clock) -> None:
     ref, gen = tasks.running()
     clock.tick()
     assert store.report(ref, gen, "halfway") == "OK"
-    record = store.load(ref)
+    record = store.record(ref)
     assert record is not None and record.message == "halfway"
     assert record.updated_ms > record.created_ms
     assert store.report(ref, gen + 1, "stale") == "SUPERSEDED"
@@ -220,12 +219,12 @@ def test_request_input_again_is_an_idempotent_poll(store, tasks, raw_client, clo
 
 def test_request_input_returns_answered_keys_without_asking_again(store, tasks) -> None:
     ref, gen = tasks.waiting("name", "age")
-    assert store.answer(ref, tasks.owner, {"name": {"v": "Ada"}}, 1_000) == ["PARTIAL"]
+    assert store.answer(ref, tasks.owner, {"name": {"v": "Ada"}}, 1_000).reply == "PARTIAL"
     poll = store.request_input(ref, gen, {"name": {}, "age": {}})
     assert poll == InputPoll("OK", 1, {"name": {"v": "Ada"}})
     assert list(store.redis.hkeys(store.keys.inputs(ref))) == ["age"]
 
-    assert store.answer(ref, tasks.owner, {"age": 36}, 1_000) == ["WOKEN"]
+    assert store.answer(ref, tasks.owner, {"age": 36}, 1_000).reply == "WOKEN"
     poll = store.request_input(ref, gen, {"name": {}, "age": {}})
     assert poll == InputPoll("OK", 0, {"name": {"v": "Ada"}, "age": 36})
     assert field(store, ref, "status") == "working"
@@ -247,27 +246,27 @@ def test_request_input_by_a_stale_run_is_superseded(store, tasks) -> None:
 # -- answer ----------------------------------------------------------------------------------------
 def test_answer_with_only_unknown_keys_is_ignored(store, tasks) -> None:
     ref, _ = tasks.waiting("name")
-    assert store.answer(ref, tasks.owner, {"bogus": 1}, 1_000) == ["IGNORED"]
+    assert store.answer(ref, tasks.owner, {"bogus": 1}, 1_000).reply == "IGNORED"
     assert field(store, ref, "status") == "input_required"
     assert store.redis.exists(store.keys.answers(ref), store.keys.wake(ref)) == 0
 
 
 def test_answer_counts_only_outstanding_keys_and_partial_keeps_waiting(store, tasks) -> None:
     ref, _ = tasks.waiting("name", "age")
-    assert store.answer(ref, tasks.owner, {"name": "Ada", "bogus": 1}, 1_000) == ["PARTIAL"]
+    assert store.answer(ref, tasks.owner, {"name": "Ada", "bogus": 1}, 1_000).reply == "PARTIAL"
     assert field(store, ref, "status") == "input_required"
     assert store.redis.hgetall(store.keys.answers(ref)) == {"name": '"Ada"'}
     assert list(store.redis.hkeys(store.keys.inputs(ref))) == ["age"]
     assert store.redis.lrange(store.keys.wake(ref), 0, -1) == ["answer"]
-    assert store.answer(ref, tasks.owner, {"name": "Eve"}, 1_000) == ["IGNORED"]  # answered
+    assert store.answer(ref, tasks.owner, {"name": "Eve"}, 1_000).reply == "IGNORED"  # answered
     assert store.redis.hget(store.keys.answers(ref), "name") == '"Ada"'
 
 
 def test_the_last_answer_wakes_the_waiting_worker(store, tasks, redis_client) -> None:
     ref, _ = tasks.waiting("name", "age")
-    assert store.answer(ref, tasks.owner, {"name": "Ada", "age": 36}, 1_000) == ["WOKEN"]
+    assert store.answer(ref, tasks.owner, {"name": "Ada", "age": 36}, 1_000).reply == "WOKEN"
     assert field(store, ref, "status") == "working"
-    assert store.wait_wake(redis_client, ref, 1.0) == "answer"
+    assert store.wait_wake(ref, 1.0) == "answer"
     assert in_index(store, store.keys.unclaimed, ref) is None
 
 
@@ -275,7 +274,7 @@ def test_the_last_answer_resumes_a_parked_task_on_its_queue(store, tasks, clock)
     ref, _ = tasks.waiting("name", parked=True)
     now = clock.now_ms()
     reply = store.answer(ref, tasks.owner, {"name": "Ada"}, 7_000)
-    assert reply == ["RESUME", "echo", "tools-q"]
+    assert reply == Answered(Reply.RESUME, "echo", "tools-q")
     assert (field(store, ref, "status"), field(store, ref, "parked")) == ("working", "0")
     assert (
         now + 7_000 <= (in_index(store, store.keys.unclaimed, ref) or 0) <= clock.now_ms() + 7_000
@@ -285,15 +284,15 @@ def test_the_last_answer_resumes_a_parked_task_on_its_queue(store, tasks, clock)
 def test_answer_from_another_owner_is_notfound(store, tasks, raw_client) -> None:
     ref, _ = tasks.waiting("name")
     before = raw_client.hgetall(store.keys.task(ref)), raw_client.hgetall(store.keys.inputs(ref))
-    assert store.answer(ref, "principal-mallory", {"name": "x"}, 1_000) == ["NOTFOUND"]
-    assert store.answer(task_ref("nope"), tasks.owner, {"name": "x"}, 1_000) == ["NOTFOUND"]
+    assert store.answer(ref, "principal-mallory", {"name": "x"}, 1_000).reply == "NOTFOUND"
+    assert store.answer(task_ref("nope"), tasks.owner, {"name": "x"}, 1_000).reply == "NOTFOUND"
     after = raw_client.hgetall(store.keys.task(ref)), raw_client.hgetall(store.keys.inputs(ref))
     assert after == before
 
 
 def test_answer_to_a_task_that_asks_nothing_is_ignored(store, tasks) -> None:
     ref, _ = tasks.running()
-    assert store.answer(ref, tasks.owner, {"name": "x"}, 1_000) == ["IGNORED"]
+    assert store.answer(ref, tasks.owner, {"name": "x"}, 1_000).reply == "IGNORED"
 
 
 # -- park ------------------------------------------------------------------------------------------
@@ -317,7 +316,7 @@ def test_park_after_the_answers_arrived_goes_on_in_place(store, tasks, raw_clien
 def test_finish_completed_stores_the_result_and_clears_the_run(store, tasks) -> None:
     ref, gen = tasks.waiting("name", sync=True)
     assert store.finish(ref, gen, "completed", RESULT, "all good") == "OK"
-    record = store.load(ref)
+    record = store.record(ref)
     assert record is not None
     assert (record.status, record.result, record.message) == ("completed", RESULT, "all good")
     assert record.error is None
@@ -331,7 +330,7 @@ def test_finish_failed_stores_the_error_and_keeps_the_message(store, tasks) -> N
     ref, gen = tasks.running()
     store.report(ref, gen, "working hard")
     assert store.finish(ref, gen, "failed", ERROR) == "OK"
-    record = store.load(ref)
+    record = store.record(ref)
     assert record is not None
     assert (record.status, record.error, record.message) == ("failed", ERROR, "working hard")
     assert record.result is None
@@ -352,18 +351,18 @@ def test_finish_after_cancel_is_terminal(store, tasks) -> None:
     ref, gen = tasks.running()
     store.cancel(ref, tasks.owner)
     assert store.finish(ref, gen, "completed", RESULT) == "TERMINAL"
-    record = store.load(ref)
+    record = store.record(ref)
     assert record is not None and (record.status, record.result) == ("cancelled", None)
 
 
 # -- cancel ----------------------------------------------------------------------------------------
 def test_cancel_clears_inputs_and_wakes_the_worker(store, tasks, redis_client) -> None:
     ref, _ = tasks.waiting("name", sync=True)
-    assert store.cancel(ref, tasks.owner, "user gave up") == ("CANCELLED", True)
-    record = store.load(ref)
+    assert store.cancel(ref, tasks.owner, "user gave up") == Cancelled(Reply.CANCELLED, True)
+    record = store.record(ref)
     assert record is not None and (record.status, record.message) == ("cancelled", "user gave up")
     assert store.redis.exists(store.keys.inputs(ref)) == 0
-    assert store.wait_wake(redis_client, ref, 1.0) == "cancel"
+    assert store.wait_wake(ref, 1.0) == "cancel"
     assert store.redis.lpop(store.keys.done(ref)) == "cancelled"
     assert in_index(store, store.keys.leases, ref) is None
     assert store.claim(ref, 1_000) == Claim("TERMINAL")
@@ -371,24 +370,24 @@ def test_cancel_clears_inputs_and_wakes_the_worker(store, tasks, redis_client) -
 
 def test_cancel_without_a_live_worker_says_so(store, tasks) -> None:
     ref = tasks.new()
-    assert store.cancel(ref, tasks.owner) == ("CANCELLED", False)
+    assert store.cancel(ref, tasks.owner) == Cancelled(Reply.CANCELLED, False)
     assert in_index(store, store.keys.unclaimed, ref) is None
     parked, _ = tasks.waiting(parked=True)
-    assert store.cancel(parked, tasks.owner) == ("CANCELLED", False)
+    assert store.cancel(parked, tasks.owner) == Cancelled(Reply.CANCELLED, False)
     assert field(store, parked, "parked") == "0"
 
 
 def test_cancel_of_an_ended_task_is_terminal(store, tasks) -> None:
     ref, gen = tasks.running()
     store.finish(ref, gen, "completed", RESULT)
-    assert store.cancel(ref, tasks.owner) == ("TERMINAL", False)
+    assert store.cancel(ref, tasks.owner) == Cancelled(Reply.TERMINAL, False)
     assert field(store, ref, "status") == "completed"
 
 
 def test_cancel_by_another_owner_is_notfound(store, tasks, raw_client) -> None:
     ref, _ = tasks.waiting("name")
     before = raw_client.hgetall(store.keys.task(ref))
-    assert store.cancel(ref, "principal-mallory") == ("NOTFOUND", False)
+    assert store.cancel(ref, "principal-mallory") == Cancelled(Reply.NOTFOUND, False)
     assert raw_client.hgetall(store.keys.task(ref)) == before
     assert store.redis.exists(store.keys.inputs(ref)) == 1
 

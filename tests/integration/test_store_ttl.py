@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from shared.keys import task_ref
-from shared.store_calls import Claim
+from shared.store import Cancelled, Due, Reply, task_ref
+from shared.store.calls import Claim
 from tests.support.procs import wait_until
 
 SIGNAL_MS = 600_000  # wake/done lists live at most 10 minutes (_prelude.lua)
@@ -47,7 +47,7 @@ def unclaimed_at(store, ref: str) -> float | None:
 
 def test_the_task_expires_at_created_plus_ttl(store, tasks) -> None:
     ref = tasks.new(ttl_ms=45_000)
-    record = store.load(ref)
+    record = store.record(ref)
     assert record is not None and record.ttl_ms == 45_000
     assert 44_000 < store.redis.pttl(store.keys.task(ref)) <= 45_000
     assert_expires_at(store, store.keys.task(ref), record.created_ms + 45_000)
@@ -85,7 +85,7 @@ def test_signal_lists_live_ten_minutes_at_most_and_never_outlive_the_task(store,
 @pytest.mark.keys_without_ttl
 def test_an_unlimited_task_has_no_expiry(store, tasks, key_leak_checker) -> None:
     ref, _ = tasks.waiting(ttl_ms=None)
-    record = store.load(ref)
+    record = store.record(ref)
     assert record is not None and record.ttl_ms is None
     assert store.redis.pttl(store.keys.task(ref)) == -1
     assert store.redis.hget(store.keys.task(ref), "expire_at") is None
@@ -97,7 +97,7 @@ def test_an_unlimited_task_has_no_expiry(store, tasks, key_leak_checker) -> None
 
 def test_the_leak_checker_reports_a_key_without_ttl(store, tasks, key_leak_checker) -> None:
     k = store.keys
-    assert {k.leases, k.unclaimed, k.sweeper_lock} <= key_leak_checker.permanent
+    assert {k.leases, k.unclaimed, k.stats} <= key_leak_checker.permanent
     assert not any(key.startswith(k.task_prefix) for key in key_leak_checker.permanent)
     ref = tasks.new(ttl_ms=None)
     assert key_leak_checker.leaks() == [store.keys.task(ref)]
@@ -110,17 +110,17 @@ def test_an_expired_task_is_gone_for_every_script(store, tasks) -> None:
     keys = [store.keys.task(ref), store.keys.inputs(ref)]
     wait_until(lambda: store.redis.exists(*keys) == 0, timeout=5, message="the task to expire")
     assert store.claim(ref, 1_000) == Claim("GONE")
-    assert store.answer(ref, tasks.owner, {"name": "x"}, 1_000) == ["NOTFOUND"]
-    assert store.cancel(ref, tasks.owner) == ("NOTFOUND", False)
+    assert store.answer(ref, tasks.owner, {"name": "x"}, 1_000).reply == "NOTFOUND"
+    assert store.cancel(ref, tasks.owner) == Cancelled(Reply.NOTFOUND, False)
     assert store.finish(ref, gen, "completed", {}) == "GONE"
     assert store.save_step(ref, gen, "s", 1) == ("GONE", None)
-    assert store.load(ref) is None
+    assert store.record(ref) is None
     assert store.redis.keys(store.keys.task(ref) + "*") == []
 
 
 def test_sweep_forgets_an_expired_task(store, tasks) -> None:
     ref = tasks.new(ttl_ms=100, unclaimed_ms=10)
-    wait_until(lambda: store.load(ref) is None, timeout=5, message="the task to expire")
+    wait_until(lambda: store.record(ref) is None, timeout=5, message="the task to expire")
     assert store.sweep(60_000) == []
     assert store.redis.zscore(store.keys.unclaimed, ref) is None
 
@@ -130,7 +130,7 @@ def test_sweep_returns_an_expired_lease_once_and_rearms_it(store, tasks, clock) 
     ref, _ = tasks.running(lease_ms=50)
     clock.wait_past(lease_of(store, ref))
     now = clock.now_ms()
-    assert store.sweep(5_000) == [(ref, "echo", "tools-q")]
+    assert store.sweep(5_000) == [Due(ref, "echo", "tools-q")]
     assert store.sweep(5_000) == []
     assert store.redis.zscore(store.keys.leases, ref) is None
     assert now + 5_000 <= (unclaimed_at(store, ref) or 0) <= clock.now_ms() + 5_000
@@ -139,7 +139,7 @@ def test_sweep_returns_an_expired_lease_once_and_rearms_it(store, tasks, clock) 
 def test_sweep_returns_an_overdue_unclaimed_task_once(store, tasks, clock) -> None:
     ref = tasks.new(unclaimed_ms=20)
     clock.wait_past(int(unclaimed_at(store, ref) or 0))
-    assert store.sweep(60_000) == [(ref, "echo", "tools-q")]
+    assert store.sweep(60_000) == [Due(ref, "echo", "tools-q")]
     assert store.sweep(60_000) == []
     assert unclaimed_at(store, ref) is not None, "re-armed: found again if this enqueue is lost"
 
@@ -163,7 +163,7 @@ def test_sweep_takes_at_most_a_batch_per_index(store, tasks, clock) -> None:
     clock.wait_past(int(max(unclaimed_at(store, ref) or 0 for ref in refs)))
     first, second = store.sweep(60_000, batch=2), store.sweep(60_000, batch=2)
     assert (len(first), len(second)) == (2, 1)
-    assert {ref for ref, _, _ in first + second} == refs
+    assert {due.ref for due in first + second} == refs
 
 
 def test_active_lists_unfinished_tasks_and_sweep_drops_expired_ones(store, tasks) -> None:
@@ -172,10 +172,10 @@ def test_active_lists_unfinished_tasks_and_sweep_drops_expired_ones(store, tasks
     cancelled = tasks.new()
     store.cancel(cancelled, tasks.owner)
     alive, expiring = tasks.new(), tasks.new(ttl_ms=100)
-    created = store.load(alive)
+    created = store.record(alive)
     assert created is not None
     assert store.redis.zscore(store.keys.active, alive) == created.created_ms
-    wait_until(lambda: store.load(expiring) is None, timeout=5, message="the task to expire")
+    wait_until(lambda: store.record(expiring) is None, timeout=5, message="the task to expire")
     store.sweep(60_000)
     assert store.redis.zrange(store.keys.active, 0, -1) == [alive]
 
@@ -183,7 +183,7 @@ def test_active_lists_unfinished_tasks_and_sweep_drops_expired_ones(store, tasks
 def test_sweep_drops_an_expired_task_behind_older_live_ones(store, tasks) -> None:
     older = {tasks.new(), tasks.new()}
     expiring = tasks.new(ttl_ms=100)
-    wait_until(lambda: store.load(expiring) is None, timeout=5, message="the task to expire")
+    wait_until(lambda: store.record(expiring) is None, timeout=5, message="the task to expire")
     for _ in range(3):
         store.sweep(60_000, batch=2)
     assert set(store.redis.zrange(store.keys.active, 0, -1)) == older

@@ -2,8 +2,8 @@
 
 Redis 6.2 reads a BLPOP timeout of 1 ms or less as "block forever"; a wait loop hands Redis
 such a sliver near its deadline. The first test shows the hazard is real on the server under
-test; the others would hang there without ``shared.blocking`` (each test has a hard timeout and
-every client a socket timeout, so a regression fails instead of hanging the suite).
+test; the others would hang there without ``shared.store.blocking`` (each test has a hard
+timeout and every client a socket timeout, so a regression fails instead of hanging the suite).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from shared.async_store import AsyncTaskStore
-from shared.blocking import block_timeout
-from shared.keys import Keys
 from shared.store import TaskStore
+from shared.store.aio import AsyncTaskStore
+from shared.store.blocking import block_timeout
+from shared.store.keys import Keys
 from tests.support.redis_server import RedisProcess
 from workers.context import RunContext
 
@@ -73,22 +73,26 @@ def test_block_timeout_never_sends_a_forever() -> None:
 
 
 def test_wait_wake_ends_by_its_deadline_for_every_sliver(
-    store: TaskStore, tasks, blocking: redis.Redis
+    redis_client: redis.Redis, keys: Keys, tasks, blocking: redis.Redis
 ) -> None:
+    store = TaskStore(redis_client, keys, blocking)
     ref, _ = tasks.running()
     for seconds in SLIVERS:
         started = time.monotonic()
-        assert store.wait_wake(blocking, ref, seconds) is None
+        assert store.wait_wake(ref, seconds) is None
         assert time.monotonic() - started < LATE_S, seconds
     started = time.monotonic()
-    assert store.wait_wake(blocking, ref, 0.0) is None  # nothing left: Redis is not asked
+    assert store.wait_wake(ref, 0.0) is None  # nothing left: Redis is not asked
     assert time.monotonic() - started < 0.05
 
 
-def test_ctx_sleep_ends_by_its_deadline(store: TaskStore, tasks, blocking: redis.Redis) -> None:
+def test_ctx_sleep_ends_by_its_deadline(
+    redis_client: redis.Redis, keys: Keys, tasks, blocking: redis.Redis
+) -> None:
     # Given a running task and the context its tool would get
     ref, gen = tasks.running()
-    ctx = RunContext(store, blocking, ref, gen, prelude={}, hold_s=30.0)
+    store = TaskStore(redis_client, keys, blocking)
+    ctx = RunContext(store, ref, gen, prelude={}, hold_s=30.0)
     # When the tool sleeps for tiny and short times, then each sleep ends on time.
     for seconds in (*SLIVERS, 0.2):
         started = time.monotonic()

@@ -10,20 +10,21 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.harness import FAST_KNOBS
+from ops.stack import Stack
 from tests.ops.ops_harness import (
     BULK_NODE,
     MCPQ_NODE,
+    OPS_TOOLS,
     Flower,
     OpsClient,
-    OpsStack,
     wait_flower_sees,
 )
+from tests.support.stacks import LiveStack
 
 
 @pytest.fixture(scope="session")
-def ops_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpsStack]:
-    stack = OpsStack("ops", tmp_path_factory.mktemp("ops-stack"), env=dict(FAST_KNOBS))
+def ops_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    stack = LiveStack("ops", tmp_path_factory.mktemp("ops-stack"), tools=OPS_TOOLS)
     try:
         stack.start_redis()
         stack.start_flower()  # first: Flower must be subscribed before the workers say hello
@@ -31,16 +32,15 @@ def ops_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpsStack]:
         stack.start_web()
         for pool in pools:
             stack.wait_ready(pool)
-        stack.remember_metric_dirs()
     except BaseException:
-        stack.close(check=False)
+        stack.abort()
         raise
     yield stack
     stack.close()
 
 
 @pytest.fixture(scope="session")
-def flower(ops_stack: OpsStack) -> Iterator[Flower]:
+def flower(ops_stack: Stack) -> Iterator[Flower]:
     api = Flower(ops_stack.flower_url)
     with OpsClient(ops_stack.url()) as client:
         wait_flower_sees(client, api)
@@ -49,8 +49,8 @@ def flower(ops_stack: OpsStack) -> Iterator[Flower]:
 
 
 @pytest.fixture
-def client(ops_stack: OpsStack) -> Iterator[OpsClient]:
-    dead = [c.name for c in ops_stack.webs + ops_stack.extras if not c.alive]
+def client(ops_stack: Stack) -> Iterator[OpsClient]:
+    dead = ops_stack.dead()
     assert not dead, f"stack processes died: {dead}\n{ops_stack.tails()}"
     with OpsClient(ops_stack.url()) as raw:
         yield raw

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from ops.stack import REPO
 from shared.settings import Settings
-from tests.e2e.harness import REPO
 
 pytestmark = [pytest.mark.ops]
 

@@ -14,8 +14,11 @@ import re
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.harness import REPO, ref_of, text_of, wait_until
-from tests.ops.ops_harness import ISSUED, MCPQ_NODE, Flower, OpsClient, OpsStack, run_ended
+from ops.mcp_client import text_of
+from ops.processes import wait_until
+from ops.stack import REPO, Stack
+from shared.store import task_ref
+from tests.ops.ops_harness import ISSUED, MCPQ_NODE, Flower, OpsClient, run_ended
 
 pytestmark = [pytest.mark.ops, pytest.mark.timeout(120)]
 
@@ -24,7 +27,7 @@ SECRET_LABEL = "label-only-the-client-knows-7f3a"
 
 def test_run_listed_under_tool_name_moving_to_success(client: OpsClient, flower: Flower) -> None:
     task_id = client.create_task("slow_compute", {"seconds": 1.0, "label": SECRET_LABEL})["taskId"]
-    ref = ref_of(task_id)
+    ref = task_ref(task_id)
 
     seen: list[str] = []
     running = flower.wait_state(ref, "STARTED", timeout=15, seen=seen)
@@ -45,7 +48,7 @@ def test_run_listed_under_tool_name_moving_to_success(client: OpsClient, flower:
 
 def test_input_waiting_run_shows_input_required(client: OpsClient, flower: Flower) -> None:
     task_id = client.create_task("confirm_delete", {"filename": "payroll.xlsx"})["taskId"]
-    ref = ref_of(task_id)
+    ref = task_ref(task_id)
     task = client.wait_for_status(task_id, "input_required", timeout=15)
 
     waiting = flower.wait_state(ref, "INPUT_REQUIRED", timeout=10)
@@ -68,7 +71,7 @@ def test_flower_shows_the_ref_only_never_the_task_id_or_arguments(
 ) -> None:
     arguments = {"seconds": 0.1, "label": SECRET_LABEL}
     task_id = client.create_task("slow_compute", arguments)["taskId"]
-    ref = ref_of(task_id)
+    ref = task_ref(task_id)
     client.wait_for_status(task_id, "completed", timeout=15)
     info = flower.wait_state(ref, "SUCCESS", timeout=10)
 
@@ -84,7 +87,7 @@ def test_flower_metrics_the_dashboard_reads(client: OpsClient, flower: Flower) -
     """The Grafana dashboard's flower_* series exist on Flower's /metrics (Prometheus)."""
     task_id = client.create_task("confirm_delete", {"filename": "metrics.txt"})["taskId"]
     client.wait_for_status(task_id, "input_required", timeout=15)
-    flower.wait_state(ref_of(task_id), "INPUT_REQUIRED", timeout=10)
+    flower.wait_state(task_ref(task_id), "INPUT_REQUIRED", timeout=10)
     assert client.cancel(task_id).result["resultType"] == "complete"
     dashboard = json.loads((REPO / "ops" / "grafana" / "mcpq.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
@@ -103,10 +106,10 @@ def test_flower_metrics_the_dashboard_reads(client: OpsClient, flower: Flower) -
 
 
 def test_cancelled_run_ends_cancelled_in_flower(
-    ops_stack: OpsStack, client: OpsClient, flower: Flower
+    ops_stack: Stack, client: OpsClient, flower: Flower
 ) -> None:
     task_id = client.create_task("slow_compute", {"seconds": 30, "label": "to-cancel"})["taskId"]
-    ref = ref_of(task_id)
+    ref = task_ref(task_id)
     flower.wait_state(ref, "STARTED", timeout=15)
     assert client.cancel(task_id).result["resultType"] == "complete"
     client.wait_for_status(task_id, "cancelled", timeout=5)

@@ -17,9 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
+from ops.processes import wait_until
+from ops.stack import Stack
 from shared.logs import task_hash
-from tests.e2e.harness import PROTOCOL, ref_of, wait_until
-from tests.ops.ops_harness import ISSUED, OpsClient, OpsStack, run_ended, worker_lines
+from shared.protocol import PROTOCOL_VERSION
+from shared.store import task_ref
+from tests.ops.ops_harness import ISSUED, OpsClient, run_ended, worker_lines
 
 pytestmark = [pytest.mark.ops, pytest.mark.timeout(120)]
 
@@ -47,7 +50,7 @@ def answer_confirm(task: dict[str, Any]) -> dict[str, Any]:
     return {key: {"action": "accept", "content": {"confirm": True}}}
 
 
-def _tasks(stack: OpsStack, client: OpsClient, run: Run) -> None:
+def _tasks(stack: Stack, client: OpsClient, run: Run) -> None:
     created = client.call_tool("slow_compute", {"seconds": 0.2}, headers=rid(run, "task"))
     run.tasks["task"] = created.result["taskId"]
     client.wait_for_status(run.tasks["task"], "completed", timeout=15)
@@ -127,9 +130,9 @@ def _errors(client: OpsClient, run: Run) -> None:
     run.raw_ids.append(mismatch.headers["X-Request-Id"])
 
 
-def _transport_errors(stack: OpsStack, run: Run) -> None:
+def _transport_errors(stack: Stack, run: Run) -> None:
     """Requests refused before any JSON-RPC is read: bad Accept, GET, unparseable body."""
-    headers = {"Content-Type": "application/json", "MCP-Protocol-Version": PROTOCOL}
+    headers = {"Content-Type": "application/json", "MCP-Protocol-Version": PROTOCOL_VERSION}
     with httpx.Client(timeout=10) as http:
         replies = [
             http.post(stack.url(), headers={**headers, "Accept": "text/html"}, content=b"{}"),
@@ -141,7 +144,7 @@ def _transport_errors(stack: OpsStack, run: Run) -> None:
 
 
 @pytest.fixture(scope="module")
-def scripted_run(ops_stack: OpsStack) -> Run:
+def scripted_run(ops_stack: Stack) -> Run:
     run = Run()
     with OpsClient(ops_stack.url()) as client:
         _tasks(ops_stack, client, run)
@@ -153,7 +156,7 @@ def scripted_run(ops_stack: OpsStack) -> Run:
     return run
 
 
-def web_request_lines(stack: OpsStack) -> list[dict[str, Any]]:
+def web_request_lines(stack: Stack) -> list[dict[str, Any]]:
     lines = []
     for name, text in stack.all_logs().items():
         if name.startswith("web"):
@@ -165,7 +168,7 @@ def web_request_lines(stack: OpsStack) -> list[dict[str, Any]]:
     return lines
 
 
-def test_no_log_line_contains_a_task_id(ops_stack: OpsStack, scripted_run: Run) -> None:
+def test_no_log_line_contains_a_task_id(ops_stack: Stack, scripted_run: Run) -> None:
     assert set(scripted_run.tasks.values()) <= ISSUED
     logs = ops_stack.all_logs()
     assert any(name.startswith("web") for name in logs)
@@ -179,7 +182,7 @@ def test_no_log_line_contains_a_task_id(ops_stack: OpsStack, scripted_run: Run) 
     assert not leaks, f"taskIds in logs at {leaks}"
 
 
-def test_web_lines_are_json_with_the_request_fields(ops_stack: OpsStack, scripted_run: Run) -> None:
+def test_web_lines_are_json_with_the_request_fields(ops_stack: Stack, scripted_run: Run) -> None:
     for name, text in ops_stack.all_logs().items():
         if not name.startswith("web"):
             continue
@@ -204,11 +207,11 @@ def test_web_lines_are_json_with_the_request_fields(ops_stack: OpsStack, scripte
     assert by_id["ops-no-method"]["error_code"] == -32601
     assert by_id["ops-unknown-task"]["http_status"] != 200
     assert by_id["ops-task"]["tool"] == "slow_compute"
-    assert by_id["ops-cancel"]["task"] == task_hash(ref_of(scripted_run.tasks["cancel"]))
+    assert by_id["ops-cancel"]["task"] == task_hash(task_ref(scripted_run.tasks["cancel"]))
 
 
 def test_requests_refused_early_are_logged_with_a_method(
-    ops_stack: OpsStack, scripted_run: Run
+    ops_stack: Stack, scripted_run: Run
 ) -> None:
     by_id = {ln["request_id"]: ln for ln in web_request_lines(ops_stack)}
     for request_id in scripted_run.raw_ids:
@@ -217,7 +220,7 @@ def test_requests_refused_early_are_logged_with_a_method(
         assert "method" in entry, entry
 
 
-def test_request_id_follows_the_task_to_the_worker(ops_stack: OpsStack, scripted_run: Run) -> None:
+def test_request_id_follows_the_task_to_the_worker(ops_stack: Stack, scripted_run: Run) -> None:
     ids, tasks = scripted_run.request_ids, scripted_run.tasks
     expectations = [
         ("task", "completed", ids["task"]),

@@ -17,23 +17,25 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ops.processes import free_port
-from tests.e2e.harness import FAST_KNOBS, REPO, wait_until
-from tests.ops.ops_harness import OpsClient, OpsStack, multiproc_dir
+from ops.processes import free_port, wait_until
+from ops.stack import REPO, multiproc_dir
+from tests.ops.ops_harness import OPS_TOOLS, OpsClient
+from tests.support.stacks import FAST_KNOBS, LiveStack
 
 pytestmark = [pytest.mark.ops, pytest.mark.timeout(150)]
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-class MetricsStack(OpsStack):
+class MetricsStack(LiveStack):
     worker_metrics_url = ""
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetricsStack]:
     env = {**FAST_KNOBS, "WEB_CONCURRENCY": "2"}
-    running = MetricsStack("metrics", tmp_path_factory.mktemp("metrics-stack"), env=env)
+    workdir = tmp_path_factory.mktemp("metrics-stack")
+    running = MetricsStack("metrics", workdir, tools=OPS_TOOLS, env=env)
     try:
         running.start_redis()
         port = free_port()
@@ -41,9 +43,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetricsStack]:
         running.start_web()
         running.wait_ready(pool)
         running.worker_metrics_url = f"http://127.0.0.1:{port}/metrics"
-        running.remember_metric_dirs()
     except BaseException:
-        running.close(check=False)
+        running.abort()
         raise
     yield running
     running.close()
@@ -199,7 +200,6 @@ def test_dashboard_queries_only_exported_metrics(stack: MetricsStack) -> None:
 
 def test_readyz_follows_redis_healthz_does_not(stack: MetricsStack, client: OpsClient) -> None:
     base = stack.web_urls[0]
-    assert stack.redis is not None
     with httpx.Client(base_url=base, timeout=10) as http:
 
         def ready() -> bool:
@@ -209,7 +209,7 @@ def test_readyz_follows_redis_healthz_does_not(stack: MetricsStack, client: OpsC
         report = http.get("/readyz").json()
         assert report["redis"] is True and report["workers"] >= 1 and report["ready"] is True
 
-        stack.redis.stop()
+        stack.stop_redis()
         stopped = time.monotonic()
         try:
 
@@ -225,7 +225,7 @@ def test_readyz_follows_redis_healthz_does_not(stack: MetricsStack, client: OpsC
             assert http.get("/healthz").status_code == 200
             assert value(scrape(f"{base}/metrics"), "mcpq_store_errors_total") >= 1
         finally:
-            stack.redis.start()  # the same port and arguments
+            stack.start_redis_again()  # the same port and arguments
 
         def back() -> bool:
             assert http.get("/healthz").status_code == 200

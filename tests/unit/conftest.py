@@ -12,9 +12,7 @@ import falcon.testing
 import pytest
 
 from frontend.app import create_app
-from shared.async_store import AsyncTaskStore
-from shared.keys import Keys
-from shared.store import TaskStore
+from shared.store import AsyncTaskStore, Keys
 from tests.unit.fakes import SETTINGS, FakeProducer, FakeWorker, ListHeaders, Mcp, registry
 
 
@@ -29,13 +27,12 @@ def make_mcp() -> Callable[..., Mcp]:
         if store is None:
             fake = fakeredis.aioredis.FakeRedis(server=server, decode_responses=True)
             store = AsyncTaskStore(fake, keys)
-        sync = fakeredis.FakeRedis(server=server, decode_responses=True)
-        producer = FakeProducer(store)
+        peek = fakeredis.FakeRedis(server=server, decode_responses=True)
+        producer = FakeProducer(peek, keys)
         shim = ListHeaders(create_app(settings, store=store, producer=producer, tools=registry))
         client = falcon.testing.TestClient(shim)
-        return Mcp(
-            client, shim, store, TaskStore(sync, keys), producer, FakeWorker(store), settings
-        )
+        worker = FakeWorker(store, keys)
+        return Mcp(client, shim, store, peek, keys, producer, worker, settings)
 
     return build
 

@@ -15,13 +15,11 @@ import falcon.testing
 import orjson
 from falcon.util.sync import async_to_sync
 
-from shared import store_calls
-from shared.async_store import AsyncTaskStore
-from shared.keys import task_ref
-from shared.records import TaskRecord
+from shared.jobs import Run
 from shared.settings import Settings
-from shared.store import TaskStore
-from shared.store_calls import Claim, InputPoll
+from shared.store import AsyncTaskStore, Claim, InputPoll, Keys, TaskRecord, TaskStatus, task_ref
+from shared.store import Reply as StoreReply
+from shared.store import calls as store_calls
 from shared.tools import Registry, ToolContext, elicitation, sampling
 
 PV = "2026-07-28"
@@ -162,7 +160,8 @@ class Mcp:
     client: falcon.testing.TestClient
     shim: ListHeaders
     store: AsyncTaskStore
-    inspect: TaskStore
+    peek: Any  # a synchronous fakeredis client on the same server: white-box reads
+    keys: Keys
     producer: FakeProducer
     worker: FakeWorker
     settings: Settings
@@ -232,7 +231,11 @@ class Mcp:
         return str(reply.result["taskId"])
 
     def record(self, task_id: str) -> TaskRecord | None:
-        return self.inspect.load(task_ref(task_id))
+        return self.record_by_ref(task_ref(task_id))
+
+    def record_by_ref(self, ref: str) -> TaskRecord | None:
+        stored = self.peek.hgetall(self.keys.task(ref))
+        return TaskRecord.from_hash(ref, stored) if stored else None
 
 
 # -- fakes ---------------------------------------------------------------------------------------
@@ -240,20 +243,21 @@ class Mcp:
 class FakeProducer:
     """Records every enqueue (and whether the task was already persisted then) and revoke."""
 
-    store: AsyncTaskStore
+    peek: Any
+    keys: Keys
     calls: list[tuple[Any, ...]] = field(default_factory=list)
     request_ids: list[str] = field(default_factory=list)
     on_enqueue: Callable[[str, str, str], Awaitable[None]] | None = None
     fail: bool = False
 
-    async def enqueue(self, tool: str, ref: str, queue: str, request_id: str = "") -> None:
-        persisted = bool(await self.store.redis.exists(self.store.keys.task(ref)))
-        self.calls.append(("enqueue", tool, ref, queue, persisted))
-        self.request_ids.append(request_id)
+    async def enqueue(self, run: Run) -> None:
+        persisted = bool(self.peek.exists(self.keys.task(run.ref)))
+        self.calls.append(("enqueue", run.tool, run.ref, run.queue, persisted))
+        self.request_ids.append(run.request_id)
         if self.fail:
             raise ConnectionError("broker down")
         if self.on_enqueue is not None:
-            await self.on_enqueue(tool, ref, queue)
+            await self.on_enqueue(run.tool, run.ref, run.queue)
 
     async def revoke(self, ref: str) -> None:
         self.calls.append(("revoke", ref))
@@ -272,20 +276,21 @@ class FakeWorker:
     """A worker's side of the store, through the same Lua scripts (claim, ask, park, finish)."""
 
     store: AsyncTaskStore
+    keys: Keys
 
     async def claim(self, ref: str) -> Claim:
-        return await self.store.run(store_calls.claim(self.store.keys, ref, 10_000))
+        return await self.store.run(store_calls.claim(self.keys, ref, 10_000))
 
     async def ask(self, ref: str, gen: int, requests: dict[str, Any]) -> InputPoll:
-        return await self.store.run(store_calls.request_input(self.store.keys, ref, gen, requests))
+        return await self.store.run(store_calls.request_input(self.keys, ref, gen, requests))
 
-    async def park(self, ref: str, gen: int) -> str:
-        return await self.store.run(store_calls.park(self.store.keys, ref, gen))
+    async def park(self, ref: str, gen: int) -> StoreReply:
+        return await self.store.run(store_calls.park(self.keys, ref, gen))
 
     async def finish(
         self, ref: str, gen: int, status: str, payload: dict[str, Any], message: str = ""
-    ) -> str:
-        call = store_calls.finish(self.store.keys, ref, gen, status, payload, message)
+    ) -> StoreReply:
+        call = store_calls.finish(self.keys, ref, gen, TaskStatus(status), payload, message)
         return await self.store.run(call)
 
     def runs(
@@ -296,12 +301,11 @@ class FakeWorker:
 
         async def run(tool: str, ref: str, queue: str) -> None:
             claim = await self.claim(ref)
-            assert claim.status == "OK" and claim.task is not None, claim
-            record = TaskRecord.from_hash(ref, claim.task)
-            status, payload = outcome(record, claim.answers or {})
+            assert claim.reply is StoreReply.OK and claim.record is not None, claim
+            status, payload = outcome(claim.record, claim.answers or {})
             if status == "ask":
                 poll = await self.ask(ref, claim.gen, payload)
-                assert poll.status == "OK", poll
+                assert poll.reply is StoreReply.OK, poll
                 assert await self.park(ref, claim.gen) == "PARKED"
                 return
             message = str(payload.get("message", "")) if status == "failed" else ""
@@ -316,10 +320,12 @@ class FakeWorker:
     def ask_now(self, task_id: str, gen: int, requests: dict[str, Any]) -> InputPoll:
         return async_to_sync(self.ask, task_ref(task_id), gen, requests)
 
-    def park_now(self, task_id: str, gen: int) -> str:
+    def park_now(self, task_id: str, gen: int) -> StoreReply:
         return async_to_sync(self.park, task_ref(task_id), gen)
 
-    def finish_now(self, task_id: str, gen: int, status: str, payload: dict[str, Any]) -> str:
+    def finish_now(
+        self, task_id: str, gen: int, status: str, payload: dict[str, Any]
+    ) -> StoreReply:
         message = str(payload.get("message", "")) if status == "failed" else ""
         return async_to_sync(self.finish, task_ref(task_id), gen, status, payload, message)
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from frontend.services import Services
-from shared.records import TaskRecord
 from shared.results import call_tool_result
+from shared.store.records import TaskRecord
 from shared.tools import elicitation
 from tests.unit.fakes import CONFIRM_SCHEMA, SERVER_INFO, Mcp, Reply
 
@@ -43,7 +43,7 @@ def test_round_one_asks_and_creates_nothing(mcp: Mcp) -> None:
     assert result["requestState"].startswith("v1.")
     assert set(result["_meta"]) == {SERVER_INFO}
     assert mcp.producer.calls == []
-    assert not mcp.inspect.redis.keys(mcp.store.keys.task_prefix + "*")
+    assert not mcp.peek.keys(mcp.keys.task_prefix + "*")
 
 
 def test_round_two_creates_the_task_with_the_answers_as_prelude(mcp: Mcp) -> None:
@@ -176,7 +176,7 @@ def test_ask_first_without_opt_in_runs_synchronously_with_the_prelude(mcp: Mcp) 
 
     def outcome(record: TaskRecord, answers: dict[str, str]) -> tuple[str, dict[str, Any]]:
         seen.append(record.pre)
-        return "completed", call_tool_result("deleted db")
+        return "completed", call_tool_result("deleted db").dump()
 
     mcp.producer.on_enqueue = mcp.worker.runs(outcome)
     state = round_one(mcp, opt_in=False)["requestState"]
@@ -195,7 +195,7 @@ ASK = {"k": elicitation("Name?", {"type": "object", "properties": {}})}
 def asks_then_greets(record: TaskRecord, answers: dict[str, str]) -> tuple[str, dict[str, Any]]:
     if "k" not in answers:
         return "ask", ASK
-    return "completed", call_tool_result(f"hello {answers['k']}")
+    return "completed", call_tool_result(f"hello {answers['k']}").dump()
 
 
 def test_mid_run_input_becomes_mrtr_and_the_retry_resumes_the_same_call(mcp: Mcp) -> None:
@@ -219,7 +219,7 @@ def test_mid_run_input_without_the_capability_is_32021_and_cancels(mcp: Mcp) -> 
     assert reply.code() == (400, -32021)
     assert reply.error["data"] == {"requiredCapabilities": {"elicitation": {}}}
     [(_, _, ref, _, _)] = mcp.producer.enqueues
-    hidden = mcp.inspect.load(ref)
+    hidden = mcp.record_by_ref(ref)
     assert hidden is not None
     assert hidden.status == "cancelled"
 

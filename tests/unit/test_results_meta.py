@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from falcon.util.sync import async_to_sync
 
-from frontend import server
-from shared.async_store import AsyncTaskStore
-from shared.keys import Keys
-from shared.redis_clients import async_client
+from frontend import endpoint
 from shared.results import call_tool_result
+from shared.store import Keys
+from shared.store.aio import AsyncTaskStore
+from shared.store.clients import async_client
 from tests.unit.fakes import SERVER_INFO, SETTINGS, TASKS, Mcp, Reply
 
 CONFIRM: dict[str, Any] = {"elicitation": {}}
@@ -34,7 +34,7 @@ def task_and_ack(mcp: Mcp, method: str) -> Reply:
 
 def sync_call(mcp: Mcp) -> Reply:
     mcp.producer.on_enqueue = mcp.worker.runs(
-        lambda record, answers: ("completed", call_tool_result("ok"))
+        lambda record, answers: ("completed", call_tool_result("ok").dump())
     )
     return mcp.call("quick", {})
 
@@ -101,7 +101,7 @@ def test_handler_exception_is_32603_without_a_traceback(
     async def boom(services: Any, req: Any) -> dict[str, Any]:
         raise RuntimeError(SECRET)
 
-    monkeypatch.setitem(server.METHODS, "tools/list", boom)
+    monkeypatch.setitem(endpoint.METHODS, "tools/list", boom)
     reply = mcp.post("tools/list", rid=9)
     assert reply.code() == (200, -32603)
     assert reply.body["id"] == 9

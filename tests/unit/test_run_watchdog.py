@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from shared.settings import Settings
+from shared.store import Renewal, Reply, TaskStatus
 from shared.tools import Registry, ToolContext
 from workers.context import RunContext
 from workers.heartbeat import Heartbeat, Watchdog
@@ -25,28 +26,28 @@ class HealthyStore:
     def __init__(self) -> None:
         self.renewals = 0
 
-    def status(self, ref: str) -> str:
-        return "working"
+    def status(self, ref: str) -> TaskStatus:
+        return TaskStatus.WORKING
 
-    def report(self, ref: str, gen: int, message: str) -> str:
-        return "OK"
+    def report(self, ref: str, gen: int, message: str) -> Reply:
+        return Reply.OK
 
     def step_value(self, ref: str, name: str) -> tuple[bool, Any]:
         return False, None
 
-    def save_step(self, ref: str, gen: int, name: str, value: Any) -> tuple[str, Any]:
-        return "OK", value
+    def save_step(self, ref: str, gen: int, name: str, value: Any) -> tuple[Reply, Any]:
+        return Reply.OK, value
 
-    def wait_wake(self, client: Any, ref: str, timeout_s: float) -> None:
+    def wait_wake(self, ref: str, timeout_s: float) -> None:
         time.sleep(max(0.0, timeout_s))
 
-    def renew(self, ref: str, gen: int, lease_ms: int) -> str:
+    def renew(self, ref: str, gen: int, lease_ms: int) -> Renewal:
         self.renewals += 1
-        return "working"
+        return Renewal(Reply.OK, TaskStatus.WORKING)
 
 
 def context() -> RunContext:
-    return RunContext(HealthyStore(), None, "ref", 1, {}, hold_s=30.0)  # type: ignore[arg-type]
+    return RunContext(HealthyStore(), "ref", 1, {}, hold_s=30.0)  # type: ignore[arg-type]
 
 
 def test_busy_for_counts_the_tools_own_code_only() -> None:

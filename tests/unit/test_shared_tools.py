@@ -12,16 +12,16 @@ from shared.tools import (
     Tool,
     ToolContext,
     elicitation,
-    registry,
     sampling,
+    tool,
 )
 
 
 def make(fn: Any, **kw: Any) -> Tool:
     reg = Registry()
     reg.tool(**kw)(fn)
-    [tool] = reg.tools.values()
-    return tool
+    [spec] = reg.tools.values()
+    return spec
 
 
 def typed(
@@ -178,21 +178,42 @@ def test_defaults_and_modes() -> None:
 def test_effective_ttl(kw: dict[str, Any], default: int | None, effective: int | None) -> None:
     reg = Registry()
     reg.tool(**kw)(typed)
-    assert reg.effective_ttl(reg.tools["typed"], default) == effective
+    assert reg.tools["typed"].ttl(default) == effective
 
 
-def test_get_and_load() -> None:
+def test_get_and_from_modules() -> None:
     reg = Registry()
     reg.tool()(typed)
     assert reg.get("typed") is reg.tools["typed"]
     assert reg.get("nope") is None
-    assert reg.load(["json"]) is reg
+    # A registry is built from tool modules: their own @tool functions, in definition order.
+    demo = Registry.from_modules(["tools.demo"])
+    assert list(demo.tools) == ["build_report", "approve_deployment", "summarize"]
+    assert demo.queues() == {"bulk"}
+    assert Registry.from_modules(["json"]).tools == {}
     with pytest.raises(ModuleNotFoundError):
-        reg.load(["no_such_module_for_mcpq_tests"])
+        Registry.from_modules(["no_such_module_for_mcpq_tests"])
 
 
-def test_the_default_registry_is_a_registry() -> None:
-    assert isinstance(registry, Registry)
+def test_declaring_a_tool_registers_it_nowhere() -> None:
+    @tool(task="never")
+    def lonely(ctx: ToolContext) -> str:
+        return "alone"
+
+    assert lonely.__name__ == "lonely"  # the function itself, unchanged
+    assert Registry().get("lonely") is None
+    assert Registry.from_modules(["tools.demo"]).get("lonely") is None
+
+
+def test_two_tools_of_one_name_are_refused() -> None:
+    reg = Registry()
+    reg.tool(name="same")(typed)
+
+    def other(ctx: ToolContext) -> None:
+        return None
+
+    with pytest.raises(ValueError, match="two tools are named same"):
+        reg.tool(name="same")(other)
 
 
 def test_input_request_builders() -> None:

@@ -4,7 +4,7 @@ import pytest
 import redis.exceptions as rexc
 
 from shared.errors import StoreUnavailable
-from shared.store_errors import store_errors
+from shared.store.errors import store_errors
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from frontend.services import Services
-from shared.keys import task_ref
+from shared.store import task_ref
 from shared.tools import elicitation
 from tests.unit.fakes import SERVER_INFO, TASKS, Mcp
 
@@ -216,7 +216,7 @@ def test_replayed_answer_is_acked_and_ignored(mcp: Mcp) -> None:
     assert_ack(update(mcp, task_id, {"k1": ACCEPT}))
     assert_ack(update(mcp, task_id, {"k1": {"action": "decline"}}))
     claim = mcp.worker.claim_now(task_id)
-    assert claim.status == "BUSY"  # the first worker still holds its lease
+    assert claim.reply == "BUSY"  # the first worker still holds its lease
 
 
 # -- tasks/cancel --------------------------------------------------------------------------------

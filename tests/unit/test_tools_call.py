@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from shared.keys import task_ref
-from shared.records import TaskRecord
 from shared.results import call_tool_result
+from shared.store import task_ref
+from shared.store.records import TaskRecord
 from tests.unit.fakes import OWNER, SERVER_INFO, TASKS, Mcp, meta
 
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
@@ -30,7 +30,7 @@ CREATE_FIELDS = {
 
 
 def echo_outcome(record: TaskRecord, answers: dict[str, str]) -> tuple[str, dict[str, Any]]:
-    return "completed", call_tool_result(f"{record.tool}:{record.arguments}")
+    return "completed", call_tool_result(f"{record.tool}:{record.arguments}").dump()
 
 
 # -- tools/list ----------------------------------------------------------------------------------
@@ -50,7 +50,7 @@ def test_tools_list(mcp: Mcp) -> None:
 
 # -- errors before any task ----------------------------------------------------------------------
 def nothing_stored(mcp: Mcp) -> bool:
-    return not mcp.inspect.redis.keys(mcp.store.keys.task_prefix + "*")
+    return not mcp.peek.keys(mcp.keys.task_prefix + "*")
 
 
 @pytest.mark.parametrize("name", ["nope", "Echo", "celery.backend_cleanup"])
@@ -123,10 +123,10 @@ def test_the_task_is_persisted_with_validated_arguments_and_caps(mcp: Mcp) -> No
     assert record.pre == {}
     ref = task_ref(task_id)
     # published: the run now has MCPQ_REQUEUE_UNSTARTED_S to start before the sweeper resends it
-    deadline = mcp.inspect.redis.zscore(mcp.store.keys.unclaimed, ref)
+    deadline = mcp.peek.zscore(mcp.keys.unclaimed, ref)
     assert deadline is not None
     assert deadline >= record.created_ms + mcp.settings.requeue_unstarted_s * 1000
-    assert task_id not in str(mcp.inspect.redis.hgetall(mcp.store.keys.task(ref)))
+    assert task_id not in str(mcp.peek.hgetall(mcp.keys.task(ref)))
 
 
 def test_settings_give_the_default_ttl_and_poll_interval(make_mcp: Callable[..., Mcp]) -> None:
@@ -147,7 +147,7 @@ def test_broker_down_still_returns_the_task_for_the_sweeper(mcp: Mcp) -> None:
     mcp.producer.fail = True
     task_id = mcp.call("echo", {"text": "x"}).result["taskId"]
     assert mcp.get(task_id).result["status"] == "working"
-    unclaimed = mcp.inspect.redis.zscore(mcp.store.keys.unclaimed, task_ref(task_id))
+    unclaimed = mcp.peek.zscore(mcp.keys.unclaimed, task_ref(task_id))
     assert unclaimed is not None
 
 
@@ -220,11 +220,11 @@ def test_sync_call_returns_the_call_tool_result(mcp: Mcp, tool: str, opt_in: boo
     result = mcp.call(tool, arguments, opt_in=opt_in).result
     expected = call_tool_result(
         f"{tool}:{ {'text': 'hi', 'times': 1} if tool == 'echo' else {'x': 3} }"
-    )
+    ).dump()
     assert result == {**expected, "_meta": result["_meta"]}
     [(_, name, ref, _, persisted)] = mcp.producer.enqueues
     assert (name, persisted) == (tool, True)
-    hidden = mcp.inspect.load(ref)
+    hidden = mcp.record_by_ref(ref)
     assert hidden is not None
     assert (hidden.sync, hidden.status, hidden.ttl_ms) == (True, "completed", 600_000)
 
@@ -252,7 +252,7 @@ def test_sync_call_timeout_cancels_and_revokes(make_mcp: Callable[..., Mcp]) -> 
     assert "did not finish" in reply.error["message"]
     [(_, _, ref, _, _)] = mcp.producer.enqueues
     assert mcp.producer.revokes == [ref]
-    hidden = mcp.inspect.load(ref)
+    hidden = mcp.record_by_ref(ref)
     assert hidden is not None
     assert hidden.status == "cancelled"
 

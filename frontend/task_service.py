@@ -1,0 +1,132 @@
+"""Task operations of the web tier, each written once: create, answer, cancel, enqueue, read.
+
+The method handlers (``tools/call``, ``tasks/*``) and the synchronous-call path call these; none
+of them talks to the store or the producer for a task operation on its own. Every operation is
+on behalf of an owner (the principal): another principal's task reads and writes as unknown.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from frontend.producer import Producer
+from shared.errors import INTERNAL_ERROR, McpError
+from shared.jobs import Run
+from shared.logs import task_hash
+from shared.settings import Settings
+from shared.store import (
+    Answered,
+    AsyncTaskStore,
+    Cancelled,
+    NewTask,
+    Reply,
+    TaskRecord,
+    TaskStatus,
+    task_ref,
+)
+from shared.tools import Tool
+
+log = logging.getLogger("mcpq.web")
+
+
+@dataclass(frozen=True)
+class Created:
+    """A task that is persisted and whose first run is enqueued (or left to the sweeper)."""
+
+    task_id: str
+    ref: str
+    created_ms: int
+    ttl_ms: int | None
+    poll_ms: int
+
+
+class TaskService:
+    def __init__(self, settings: Settings, store: AsyncTaskStore, producer: Producer) -> None:
+        self.settings, self.store, self.producer = settings, store, producer
+        self._unclaimed_ms = int(settings.unclaimed_after_s * 1000)
+
+    async def create(
+        self,
+        owner: str,
+        tool: Tool,
+        arguments: dict[str, Any],
+        caps: dict[str, Any],
+        pre: dict[str, Any],
+        *,
+        sync: bool = False,
+        request_id: str = "",
+    ) -> Created:
+        """Persist the task, then enqueue its run: only then may anyone learn its id.
+
+        A synchronous call's task is hidden (``sync``): its own short TTL, the default poll
+        interval, and its id never leaves this process.
+        """
+        s = self.settings
+        task_id = secrets.token_urlsafe(32)  # 256 bits: the id is the bearer of the task
+        ref = task_ref(task_id)
+        ttl_ms = s.sync_ttl_ms if sync else tool.ttl(s.default_ttl_ms)
+        poll_ms = s.poll_interval_ms if sync else tool.poll_interval_ms or s.poll_interval_ms
+        queue = tool.queue or s.default_queue
+        task = NewTask(ref, tool.name, queue, owner, arguments, caps, ttl_ms, poll_ms, pre, sync)
+        created_ms = await self.store.create(task, self._unclaimed_ms)
+        if created_ms is None:  # a 256-bit collision: never in practice, never silently
+            raise McpError(INTERNAL_ERROR, "Could not create the task")
+        await self.enqueue(Run(tool.name, ref, queue, request_id))
+        transition = {"task": task_hash(ref), "tool": tool.name, "transition": "created"}
+        log.info("task created", extra=transition)
+        return Created(task_id, ref, created_ms, ttl_ms, poll_ms)
+
+    async def enqueue(self, run: Run) -> None:
+        """Publish a run, then give it ``MCPQ_REQUEUE_UNSTARTED_S`` on the unclaimed watch list
+        to be started.
+
+        NOTE: the task is already on that list with the short "must be enqueued" deadline
+        (``create``/``answer`` put it there, in the same script as the state change). If
+        publishing fails, or this process dies right here, that deadline stands and the
+        workers' sweeper enqueues the run: nothing is lost between persisting and publishing.
+        """
+        try:
+            await self.producer.enqueue(run)
+        except Exception as exc:  # the broker is down; recovery is the sweeper's job
+            log.warning("enqueue failed (%s); the sweeper will retry", type(exc).__name__)
+            return
+        await self.store.mark_enqueued(run.ref, int(self.settings.requeue_unstarted_s * 1000))
+
+    async def get(self, owner: str, ref: str) -> tuple[TaskRecord, dict[str, Any]]:
+        return await self.store.get(ref, owner)
+
+    async def answer(
+        self, owner: str, ref: str, responses: dict[str, Any], request_id: str = ""
+    ) -> Answered:
+        """Store answers; when they were the last ones a parked task waited for, enqueue its
+        run again (``RESUME``: no worker holds it)."""
+        answered = await self.store.answer(ref, owner, responses, self._unclaimed_ms)
+        if answered.reply is not Reply.NOTFOUND:
+            log.info(
+                "answers stored",
+                extra={"task": task_hash(ref), "transition": answered.reply.lower()},
+            )
+        if answered.reply is Reply.RESUME:
+            queue = answered.queue or self.settings.default_queue
+            await self.enqueue(Run(answered.tool, ref, queue, request_id))
+        return answered
+
+    async def cancel(self, owner: str, ref: str, message: str) -> Cancelled:
+        """Cancel the task, then revoke its queued run so it never starts. The store is the
+        truth: once it says ``cancelled`` a running tool sees it at its next context call, so
+        a revoke that fails is only logged."""
+        cancelled = await self.store.cancel(ref, owner, message)
+        if cancelled.reply is Reply.CANCELLED:
+            transition = {"task": task_hash(ref), "transition": TaskStatus.CANCELLED.value}
+            log.info("task cancelled", extra=transition)
+            try:
+                await self.producer.revoke(ref)
+            except Exception as exc:
+                log.warning("revoke failed: %s", type(exc).__name__)
+        return cancelled
+
+    async def wait_done(self, ref: str, timeout_s: float) -> str | None:
+        return await self.store.wait_done(ref, timeout_s)

@@ -1,0 +1,533 @@
+"""A real mcpq deployment as child processes: the launcher of the tests and the benchmarks.
+
+`Stack` owns a private redis-server on a free loopback port (`RedisProcess`: never the shared
+one), web processes (``python -m ops.cli web``, or gunicorn serving another ASGI app), Celery
+workers (``celery worker`` itself, or ``mcpq worker`` as the Procfile runs it), Flower and any
+other child a caller spawns. Every child leads its own process group, writes its output to a log
+file in the stack's directory, and is stopped by signalling its group (SIGTERM, then SIGKILL),
+never by name. `Stack.close` stops everything and returns what is still alive afterwards (nothing,
+when all went well): every process a child was seen to fork, every redis-server it started.
+
+Children get the caller's environment without ``MCPQ_*``, ``REDIS_URL``, ``PORT`` and
+``WEB_CONCURRENCY``, then the private Redis, one fresh ``MCPQ_SECRET``, ``MCPQ_TOOLS``, the
+repository on ``PYTHONPATH``, ``WEB_CONCURRENCY=1``, the stack's knobs and per-child overrides.
+
+Reads (`Stack.stats`, `Stack.wait_runs`, `Child.run_endings`) go through the task store and the
+logs, for what a client cannot see (tests add raw Redis reads on top). Nothing here sleeps
+blindly: every wait is `wait_until` on an observable condition.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import IO, Self, TypeVar
+
+import httpx
+
+from ops import commands
+from ops.processes import (
+    descendant_pids,
+    free_port,
+    group_alive,
+    pid_alive,
+    read_proc_stat,
+    signal_group,
+    spawn_in_new_group,
+    stop_groups,
+    wait_until,
+)
+from ops.redis_binary import IN_MEMORY_ARGS, RedisProcess
+from shared.settings import DEFAULT_TOOLS, Settings
+from shared.store import StatsSnapshot, TaskStore, open_store
+
+REPO = Path(__file__).resolve().parents[1]
+START_TIMEOUT_S = 45.0
+STOP_TIMEOUT_S = 10.0
+_PORT_RACE_RETRIES = 3
+_STRIPPED_ENV = {"REDIS_URL", "PORT", "WEB_CONCURRENCY"}
+
+T = TypeVar("T")
+
+
+class StackError(RuntimeError):
+    """A process of the stack failed to start or died."""
+
+
+class Child:
+    """One child process: the leader of its own process group, output in a log file."""
+
+    def __init__(self, name: str, argv: Sequence[str], env: Mapping[str, str], log: Path) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log
+        with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
+            self.popen = spawn_in_new_group(self.argv, env=env, cwd=str(REPO), stdout=out)
+        self.pgid = self.popen.pid
+        self.pids: set[int] = {self.popen.pid}
+
+    @property
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log().splitlines()[-lines:])
+
+    def remember_descendants(self) -> None:
+        """Record every process the child forked so far (checked again after it stopped)."""
+        self.pids |= descendant_pids(self.popen.pid)
+
+    def leftovers(self) -> list[int]:
+        """Processes of this child's group still alive (zombies aside)."""
+        left = set()
+        for pid in self.pids:
+            stat = read_proc_stat(pid)
+            if stat is not None and stat.state != "Z" and stat.pgid == self.pgid:
+                left.add(pid)
+        if group_alive(self.popen):
+            left.add(self.pgid)
+        return sorted(left)
+
+    def wait_for(
+        self, probe: Callable[[], T | None], what: str, timeout: float, interval: float = 0.05
+    ) -> T:
+        """Poll ``probe`` until it returns a truthy value; `StackError` as soon as the child
+        exits, `TimeoutError` (with the log's tail) when ``timeout`` passes first."""
+
+        def check() -> T | None:
+            if not self.alive:
+                raise StackError(f"{self.name} exited ({self.popen.returncode}):\n{self.tail()}")
+            return probe()
+
+        try:
+            return wait_until(check, timeout=timeout, interval=interval, message=what)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; log tail of {self.name}:\n{self.tail()}") from None
+
+    def wait_for_log(self, needle: str, timeout: float = 10.0) -> str:
+        """The first log line containing ``needle``."""
+        return self.wait_for(
+            lambda: next((ln for ln in self.log().splitlines() if needle in ln), None),
+            f"{needle!r} in {self.name}",
+            timeout,
+        )
+
+    def run_endings(self, ref: str) -> list[str]:
+        """How each run of task ``ref`` in this worker ended so far (``completed``, ``parked``,
+        ``cancelled``, ``busy``, ``terminal``...), from its ``run ended`` log lines."""
+        found = []
+        for line in self.log().splitlines():
+            if "run ended" not in line or ref[:12] not in line:
+                continue
+            if line.startswith("{"):
+                found.append(str(json.loads(line).get("transition")))
+            elif match := re.search(r"transition=(\S+)", line):
+                found.append(match.group(1))
+        return found
+
+    def wait_for_run_end(self, ref: str, timeout: float = 10.0, after: int = 0) -> str:
+        """How the ``after``-th next run of task ``ref`` ended."""
+        runs = wait_until(
+            lambda: (found := self.run_endings(ref))[after:] and found,
+            timeout=timeout,
+            message=f"run {after + 1} of {ref[:12]} to end in {self.name}",
+        )
+        return runs[after]
+
+
+class Stack:
+    """redis-server + web process(es) + Celery worker(s) + extras, all owned by this object.
+
+    ``env``: knobs for every child (``MCPQ_LEASE_S``...); ``redis_args``: redis-server's
+    persistence arguments (in memory by default).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        workdir: Path,
+        *,
+        tools: str = DEFAULT_TOOLS,
+        env: Mapping[str, str] | None = None,
+        redis_args: Sequence[str] = IN_MEMORY_ARGS,
+    ) -> None:
+        self.name = name
+        self.workdir = workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.tools = tools
+        self.knobs = dict(env or {})
+        self.redis_args = tuple(redis_args)
+        self.secret = secrets.token_urlsafe(24)
+        self.redis_server: RedisProcess | None = None
+        self.webs: list[Child] = []
+        self.web_urls: list[str] = []
+        self.workers: list[Child] = []
+        self.extras: list[Child] = []
+        self.stopped: list[Child] = []
+        self.flower_url = ""
+        self._redis_log: IO[bytes] | None = None
+        self._redis_pids: list[int] = []
+        self._metric_dirs: set[str] = set()
+        self._store: TaskStore | None = None
+        self._names: Counter[str] = Counter()
+        self._numbers: Counter[str] = Counter()
+        self._nodes = itertools.count(1)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self, *, webs: int = 1, workers: int = 1) -> Self:
+        """redis-server, then ``webs`` web processes, then ``workers`` Celery workers; on a
+        failure everything started so far is stopped again."""
+        try:
+            self.start_redis()
+            for _ in range(webs):
+                self.start_web()
+            for _ in range(workers):
+                self.start_worker()
+        except BaseException:
+            self.abort()
+            raise
+        return self
+
+    def abort(self) -> None:
+        """Stop everything after a failed start (`close`, whatever is left)."""
+        self.close()
+
+    def close(self) -> dict[str, list[int]]:
+        """Stop every process group, then Redis; returns the pids still alive afterwards by
+        child name (``redis`` for redis-servers), which should be none."""
+        self.remember_metric_dirs()
+        children = self.webs + self.workers + self.extras
+        for child in children:
+            child.remember_descendants()
+        stop_groups([c.popen for c in children], timeout=STOP_TIMEOUT_S)
+        self.stopped.extend(children)
+        self.webs, self.web_urls, self.workers, self.extras = [], [], [], []
+        self._store = None
+        if self.redis_server is not None:
+            self.redis_server.close()
+        if self._redis_log is not None:
+            self._redis_log.close()
+            self._redis_log = None
+        self._remove_metric_dirs()
+        left = {c.name: pids for c in self.stopped if (pids := c.leftovers())}
+        if redis_left := [pid for pid in self._redis_pids if pid_alive(pid)]:
+            left["redis"] = redis_left
+        return left
+
+    # -- Redis ----------------------------------------------------------------------------------
+    def start_redis(self, executable: str | None = None) -> RedisProcess:
+        """A redis-server (``executable``, else the one `choose_redis_server` picks) on a free
+        loopback port, data under the stack's directory, log in ``redis.log``."""
+        if self._redis_log is None:
+            self._redis_log = open(self.workdir / "redis.log", "ab")  # noqa: SIM115 (close())
+        data_dir = self.workdir / "redis-data"
+        data_dir.mkdir(exist_ok=True)
+        self.redis_server = RedisProcess(
+            extra_args=self.redis_args,
+            data_dir=data_dir,
+            output=self._redis_log,
+            executable=executable,
+        )
+        self.redis_server.start()
+        self._redis_pids.append(self.redis_server.pid)
+        return self.redis_server
+
+    def stop_redis(self) -> None:
+        """SIGTERM redis-server by pid and reap it (with AOF on, it fsyncs before exiting)."""
+        assert self.redis_server is not None, "start_redis() first"
+        self.redis_server.stop()
+
+    def start_redis_again(self) -> None:
+        """Start redis-server again on the same port, directory and arguments."""
+        assert self.redis_server is not None, "start_redis() first"
+        self.redis_server.start()
+        self._redis_pids.append(self.redis_server.pid)
+
+    @property
+    def redis_url(self) -> str:
+        assert self.redis_server is not None, "start_redis() first"
+        return self.redis_server.url
+
+    # -- children -------------------------------------------------------------------------------
+    def child_env(self, **overrides: str) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("MCPQ_") and k not in _STRIPPED_ENV
+        }
+        pythonpath = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+        env.update(
+            REDIS_URL=self.redis_url,
+            MCPQ_SECRET=self.secret,
+            MCPQ_TOOLS=self.tools,
+            PYTHONPATH=os.pathsep.join(pythonpath),
+            PYTHONUNBUFFERED="1",
+            WEB_CONCURRENCY="1",
+        )
+        env.update(self.knobs)
+        env.update(overrides)
+        return env
+
+    def spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Child:
+        """Start an extra child (``env``: default `child_env()`); `close` stops it too."""
+        child = self._spawn(name, argv, self.child_env() if env is None else env)
+        self.extras.append(child)
+        return child
+
+    def _spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str]) -> Child:
+        self._names[name] += 1
+        if self._names[name] > 1:  # a second child of that name: a log file of its own
+            name = f"{name}-{self._names[name]}"
+        return Child(f"{self.name}/{name}", argv, env, self.workdir / f"{name}.log")
+
+    def _numbered(self, kind: str) -> str:
+        """``web0``, ``web1``...: one name per child of that kind ever started."""
+        self._numbers[kind] += 1
+        return f"{kind}{self._numbers[kind] - 1}"
+
+    def _ready(self, child: Child, probe: Callable[[], object], what: str) -> Child:
+        child.wait_for(probe, f"{what} of {child.name}", START_TIMEOUT_S, interval=0.05)
+        child.remember_descendants()
+        self._remember_metric_dir(child)
+        return child
+
+    def start_web(self, *, app: str | None = None, **env: str) -> str:
+        """A web process with one gunicorn worker: ``mcpq web``, or gunicorn with mcpq's config
+        serving the ASGI ``app`` (``module:attribute``, or gunicorn's ``module:factory()``; a
+        test's app, imported from the repository). Returns its base URL once ``/healthz``
+        answers."""
+        problem: Exception | None = None
+        for _attempt in range(_PORT_RACE_RETRIES):  # the free port may be taken before the bind
+            port = free_port()
+            if app is None:
+                argv = [sys.executable, "-m", "ops.cli", "web", "--host", "127.0.0.1"]
+                argv += ["--port", str(port)]
+            else:
+                argv = commands.web_command(port=port, workers=1, host="127.0.0.1", app=app)
+            child = self._spawn(self._numbered("web"), argv, self.child_env(**env))
+            base = f"http://127.0.0.1:{port}"
+            try:
+                self._ready(child, partial(http_ok, f"{base}/healthz"), "/healthz")
+            except (StackError, TimeoutError) as exc:
+                problem = exc
+                self._stop([child])
+                continue
+            self.webs.append(child)
+            self.web_urls.append(base)
+            return base
+        raise StackError(f"web process did not start: {problem}")
+
+    def start_worker(
+        self,
+        *,
+        queues: str = "mcpq",
+        concurrency: int = 2,
+        loglevel: str = "INFO",
+        events: bool = True,
+        ready: Callable[[], object] | None = None,
+        **env: str,
+    ) -> Child:
+        """A Celery prefork worker (``celery worker`` itself, node ``<stack name><n>-<hex>``);
+        returns once ``ready()`` holds, by default once it logged `` ready.``."""
+        node = f"{self.name}{next(self._nodes)}-{secrets.token_hex(3)}"
+        argv = [
+            sys.executable, "-m", "celery", "-A", commands.CELERY_APP, "worker",
+            "--pool", "prefork", "-c", str(concurrency), "-Q", queues,
+            *(["-E"] if events else []), "--loglevel", loglevel,
+            "-n", f"{node}@%h", "--without-mingle", "--without-gossip",
+        ]  # fmt: skip
+        child = self._spawn(self._numbered("worker"), argv, self.child_env(**env))
+        self.workers.append(child)
+        return self.wait_ready(child, ready)
+
+    def spawn_pool(self, queues: str, node: str, *, concurrency: int = 2, **env: str) -> Child:
+        """``mcpq worker --queues Q`` (the Procfile's worker command) as node ``node@%h``;
+        returns at once (see `wait_ready`)."""
+        argv = [
+            sys.executable, "-m", "ops.cli", "worker",
+            "--queues", queues, "--concurrency", str(concurrency), "--hostname", f"{node}@%h",
+        ]  # fmt: skip
+        child = self._spawn(f"worker-{node}", argv, self.child_env(**env))
+        self.workers.append(child)
+        return child
+
+    def wait_ready(self, child: Child, ready: Callable[[], object] | None = None) -> Child:
+        """Until ``ready()`` holds, by default until the worker logged Celery's `` ready.``."""
+
+        def logged_ready() -> bool:
+            return " ready." in child.log()
+
+        return self._ready(child, ready or logged_ready, "ready")
+
+    def start_flower(self) -> str:
+        """Flower on a free loopback port, its API open (auth is off); returns its base URL."""
+        for _attempt in range(_PORT_RACE_RETRIES):
+            port = free_port()
+            argv = [
+                sys.executable, "-m", "celery", "-A", commands.CELERY_APP, "flower",
+                f"--port={port}", "--address=127.0.0.1",
+            ]  # fmt: skip
+            env = self.child_env(FLOWER_UNAUTHENTICATED_API="true")
+            child = self.spawn(self._numbered("flower"), argv, env)
+            base = f"http://127.0.0.1:{port}"
+            try:
+                self._ready(child, partial(http_ok, f"{base}/healthcheck"), "/healthcheck")
+            except StackError:  # lost the port race: try another port
+                self.stop_child(child)
+                continue
+            self.flower_url = base
+            return base
+        raise StackError("Flower did not start")
+
+    @property
+    def worker(self) -> Child:
+        return self.workers[0]
+
+    def url(self, index: int = 0) -> str:
+        """The MCP endpoint of web process ``index``."""
+        return f"{self.web_urls[index]}/mcp"
+
+    def dead(self) -> list[str]:
+        """Names of the running children that exited by themselves (none should)."""
+        return [c.name for c in self.webs + self.workers + self.extras if not c.alive]
+
+    def worker_that_received(self, tool: str, ref: str) -> list[Child]:
+        """Live workers whose log shows Celery received a message for this task."""
+        needle = f"Task {tool}[{ref}] received"
+        return [w for w in self.workers if needle in w.log()]
+
+    # -- stopping and crashing ------------------------------------------------------------------
+    def _stop(self, children: list[Child]) -> None:
+        self.remember_metric_dirs()
+        for child in children:
+            child.remember_descendants()
+        stop_groups([c.popen for c in children], timeout=STOP_TIMEOUT_S)
+        self.stopped.extend(children)
+
+    def stop_child(self, child: Child) -> None:
+        """Stop one child's process group now (its leftovers are still checked at close)."""
+        self._stop([child])
+        if child in self.webs:
+            self.web_urls.pop(self.webs.index(child))
+            self.webs.remove(child)
+        for group in (self.workers, self.extras):
+            if child in group:
+                group.remove(child)
+
+    def kill_group(self, child: Child, sig: int = signal.SIGKILL) -> float:
+        """Signal every process of ``child``'s group at once (main process and pool children);
+        returns the ``time.monotonic()`` of the signal. The child stays listed until `reap` or
+        `stop_child` takes it out."""
+        child.remember_descendants()
+        at = time.monotonic()
+        assert signal_group(child.pgid, sig), f"{child.name} is already gone"
+        return at
+
+    def kill_child(self, child: Child) -> float:
+        """SIGKILL the child's whole group (a crash), then reap it; returns when it was killed."""
+        at = self.kill_group(child)
+        self.stop_child(child)
+        return at
+
+    def reap(self, child: Child, timeout: float = 30.0) -> None:
+        """Wait until the group of ``child`` has exited by itself, then file it as stopped."""
+        wait_until(
+            lambda: not child.leftovers(),
+            timeout=timeout,
+            interval=0.05,
+            message=f"{child.name} to exit",
+        )
+        self.stop_child(child)
+
+    # -- logs -----------------------------------------------------------------------------------
+    def tails(self, lines: int = 40) -> str:
+        parts = []
+        for child in self.webs + self.workers + self.extras + self.stopped:
+            parts.append(f"----- {child.name} ({child.log_path}) -----\n{child.tail(lines)}")
+        return "\n".join(parts)
+
+    def all_logs(self) -> dict[str, str]:
+        """Every log file of the stack (web, workers, Flower, redis...), by file name."""
+        return {
+            path.name: path.read_text(encoding="utf-8", errors="replace")
+            for path in sorted(self.workdir.glob("*.log"))
+        }
+
+    # -- prometheus-client directories ----------------------------------------------------------
+    def remember_metric_dirs(self) -> None:
+        """Note the ``PROMETHEUS_MULTIPROC_DIR`` of each running child: `close` removes those
+        that ``mcpq web|worker`` made in the temporary directory (they never remove them)."""
+        for child in self.webs + self.workers + self.extras:
+            self._remember_metric_dir(child)
+
+    def _remember_metric_dir(self, child: Child) -> None:
+        if found := multiproc_dir(child.popen.pid):
+            self._metric_dirs.add(found)
+
+    def _remove_metric_dirs(self) -> None:
+        tmp = os.path.realpath(tempfile.gettempdir())
+        for path in self._metric_dirs:
+            real = os.path.realpath(path)
+            if real.startswith(tmp + os.sep) and os.path.basename(real).startswith("mcpq-"):
+                shutil.rmtree(real, ignore_errors=True)
+
+    # -- reads through the store --------------------------------------------------------------
+    def store(self) -> TaskStore:
+        """The task store of the stack (one, made on first use)."""
+        if self._store is None:
+            self._store = open_store(Settings(redis_url=self.redis_url))
+        return self._store
+
+    def stats(self, queues: Sequence[str] = ()) -> StatsSnapshot:
+        """Counters, gauges, worker heartbeats (and the depth of ``queues``), as the store
+        keeps them."""
+        return self.store().stats(list(queues))
+
+    def wait_runs(self, ref: str, runs: int, timeout: float) -> float:
+        """Poll the task until ``runs`` (bumped by every successful claim) reaches ``runs``;
+        returns the ``time.monotonic()`` at which it was seen."""
+
+        def reached() -> float | None:
+            record = self.store().record(ref)
+            return time.monotonic() if record is not None and record.runs >= runs else None
+
+        return wait_until(reached, timeout=timeout, interval=0.01, message=f"runs >= {runs}")
+
+
+def http_ok(url: str) -> bool:
+    """Whether ``GET url`` answers 200 (False while nothing listens)."""
+    try:
+        return httpx.get(url, timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def multiproc_dir(pid: int) -> str | None:
+    """``PROMETHEUS_MULTIPROC_DIR`` of a running process (``mcpq web|worker`` make one)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    for entry in raw.split(b"\0"):
+        name, _, value = entry.partition(b"=")
+        if name == b"PROMETHEUS_MULTIPROC_DIR":
+            return value.decode()
+    return None

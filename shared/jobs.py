@@ -1,0 +1,54 @@
+"""The job contract: the Celery message that asks a worker to run a task, written and read here.
+
+One message per run: the Celery task name is the tool's name (so Flower shows runs by tool), the
+only argument is the task's storage ``ref``, and the Celery ``task_id`` is that ref too, so a
+queued run can be revoked by ref. Arguments, answers and results never travel in the message:
+the worker reads them from the store. The request id of the MCP request that caused the run
+travels in a header, for the logs. The web tier, the sweeper and the workers all go through
+:func:`send_run` and :func:`read_run`; this module imports no Celery (only its shape).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+REQUEST_ID_HEADER = "mcpq_request_id"
+
+
+class Sender(Protocol):
+    """What of a Celery app sending a run needs: ``Celery.send_task``."""
+
+    def send_task(self, name: str, *, args: Any, task_id: str, queue: str, headers: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a task's tool, as the message carries it."""
+
+    tool: str
+    ref: str
+    queue: str
+    request_id: str = ""
+
+
+def send_run(sender: Sender, run: Run) -> None:
+    """Publish the message of ``run`` (blocking: the web tier calls this off its event loop)."""
+    sender.send_task(
+        run.tool,
+        args=[run.ref],
+        task_id=run.ref,
+        queue=run.queue,
+        headers={REQUEST_ID_HEADER: run.request_id},
+    )
+
+
+def read_run(
+    tool: str, args: Sequence[Any], headers: Mapping[str, Any] | None, queue: str = ""
+) -> Run:
+    """The run a received message asks for (Celery's task name, args and headers)."""
+    if len(args) != 1 or not isinstance(args[0], str):
+        raise ValueError(f"a run message carries exactly one ref, not {args!r}")
+    request_id = (headers or {}).get(REQUEST_ID_HEADER) or ""
+    return Run(tool, args[0], queue, str(request_id))

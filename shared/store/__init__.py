@@ -1,0 +1,41 @@
+"""The task store: every read and write of mcpq's state in Redis, and nothing else does either.
+
+Public API (import from ``shared.store``): :class:`TaskStore` (synchronous: workers, the sweeper,
+``mcpq status``) and :class:`AsyncTaskStore` (asyncio: the web tier), built by
+:func:`open_store` / :func:`open_async_store`; the typed states and replies; the records they
+return; :func:`task_ref`. Inside: the key schema (``keys``), one Lua script per transition
+(``lua/``, loaded by ``scripts``), the KEYS/ARGV contract and reply parsing of each
+(``calls``), plain reads (``stats``), Redis error translation (``errors``), the client factory
+(``clients``) and the rule for blocking timeouts (``blocking``).
+"""
+
+from shared.store.aio import AsyncTaskStore
+from shared.store.calls import Answered, Cancelled, Claim, Due, InputPoll, NewTask, Renewal
+from shared.store.clients import open_async_store, open_store
+from shared.store.keys import Keys, task_ref
+from shared.store.records import TaskRecord
+from shared.store.states import TERMINAL, Reply, TaskStatus
+from shared.store.stats import OUTCOMES, StatsSnapshot
+from shared.store.sync import TaskStore
+
+__all__ = [
+    "OUTCOMES",
+    "TERMINAL",
+    "Answered",
+    "AsyncTaskStore",
+    "Cancelled",
+    "Claim",
+    "Due",
+    "InputPoll",
+    "Keys",
+    "NewTask",
+    "Renewal",
+    "Reply",
+    "StatsSnapshot",
+    "TaskRecord",
+    "TaskStatus",
+    "TaskStore",
+    "open_async_store",
+    "open_store",
+    "task_ref",
+]

@@ -1,0 +1,262 @@
+"""The task store's operations as data: which script, which KEYS and ARGV, how to read the reply.
+
+The synchronous store (workers) and the asyncio store (web) both execute these, so the
+KEYS/ARGV contract of every script is written once, here, beside nothing else. Replies become
+typed values here too (:class:`~shared.store.states.Reply`, records): the one edge where Lua's
+strings are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from shared import jsonutil
+from shared.store.keys import Keys
+from shared.store.records import TaskRecord
+from shared.store.states import Reply, TaskStatus
+
+T = TypeVar("T")
+Arg = str | int | float
+
+
+@dataclass(frozen=True)
+class ScriptCall(Generic[T]):
+    """One Lua script run: its name, KEYS, ARGV and the parser of its reply."""
+
+    script: str
+    keys: Sequence[str]
+    args: Sequence[Arg]
+    parse: Callable[[Any], T]
+
+
+Queue = Callable[[Any], Any]
+"""One command queued on a pipeline (redis-py's sync and asyncio pipelines queue alike)."""
+
+
+@dataclass(frozen=True)
+class PipelineCall(Generic[T]):
+    """Plain (non-script) commands as data: one pipeline, no transaction, and how to read its
+    replies. For reads, and for writes that need no condition (the worker heartbeat)."""
+
+    commands: Sequence[Queue]
+    parse: Callable[[list[Any]], T]
+
+
+@dataclass(frozen=True)
+class NewTask:
+    """What the web tier persists when it creates a task."""
+
+    ref: str
+    tool: str
+    queue: str
+    owner: str
+    arguments: dict[str, Any]
+    caps: dict[str, Any]
+    ttl_ms: int | None
+    poll_ms: int
+    pre: dict[str, Any] | None = None
+    sync: bool = False
+
+
+@dataclass(frozen=True)
+class Claim:
+    """``claim``: OK with the run's generation, the task and its delivered answers; else why not
+    (GONE, TERMINAL, BUSY, PARKED)."""
+
+    reply: Reply
+    gen: int = 0
+    record: TaskRecord | None = None
+    answers: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """``renew``: OK (lease extended) or TERMINAL with the task's status; GONE, SUPERSEDED or
+    PARKED (the run let go of the task) with none."""
+
+    reply: Reply
+    status: TaskStatus | None = None
+
+
+@dataclass(frozen=True)
+class InputPoll:
+    """``request_input``: the answers known so far and how many are still missing."""
+
+    reply: Reply
+    missing: int = 0
+    answers: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Answered:
+    """``answer``: NOTFOUND, IGNORED, PARTIAL, WOKEN, or RESUME with where to enqueue the run."""
+
+    reply: Reply
+    tool: str = ""
+    queue: str = ""
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """``cancel``: CANCELLED (``running``: a worker held a live lease), TERMINAL or NOTFOUND."""
+
+    reply: Reply
+    running: bool = False
+
+
+@dataclass(frozen=True)
+class Due:
+    """A run the sweeper must enqueue again."""
+
+    ref: str
+    tool: str
+    queue: str
+
+
+def _pairs(flat: Sequence[str]) -> dict[str, str]:
+    return dict(zip(flat[0::2], flat[1::2], strict=True))
+
+
+def _flatten(pairs: dict[str, str]) -> list[str]:
+    return [item for kv in pairs.items() for item in kv]
+
+
+def _reply(reply: Any) -> Reply:
+    """A script's code, whether it answered a bare string or a table led by one."""
+    return Reply(str(reply[0]) if isinstance(reply, list) else str(reply))
+
+
+def create(k: Keys, t: NewTask, unclaimed_ms: int) -> ScriptCall[int | None]:
+    fields = {
+        "tool": t.tool,
+        "queue": t.queue,
+        "owner": t.owner,
+        "args": jsonutil.dumps(t.arguments),
+        "caps": jsonutil.dumps(t.caps),
+        "pre": jsonutil.dumps(t.pre or {}),
+        "sync": "1" if t.sync else "0",
+        "poll_ms": str(t.poll_ms),
+        "ttl_ms": "" if t.ttl_ms is None else str(t.ttl_ms),
+    }
+    ttl = "" if t.ttl_ms is None else str(t.ttl_ms)
+    return ScriptCall(
+        "create",
+        [k.task(t.ref), k.unclaimed, k.active, k.expiry, k.stats],
+        [t.ref, ttl, unclaimed_ms, *_flatten(fields)],
+        lambda r: int(r[1]) if int(r[0]) == 1 else None,
+    )
+
+
+def mark_enqueued(k: Keys, ref: str, start_within_ms: int) -> ScriptCall[bool]:
+    keys = [k.task(ref), k.unclaimed]
+    return ScriptCall("mark_enqueued", keys, [ref, start_within_ms], lambda r: int(r) == 1)
+
+
+def _parse_claim(ref: str) -> Callable[[list[Any]], Claim]:
+    def parse(reply: list[Any]) -> Claim:
+        if reply[0] != Reply.OK:
+            return Claim(_reply(reply))
+        record = TaskRecord.from_hash(ref, _pairs(reply[2]))
+        return Claim(Reply.OK, int(reply[1]), record, _pairs(reply[3]))
+
+    return parse
+
+
+def claim(k: Keys, ref: str, lease_ms: int) -> ScriptCall[Claim]:
+    keys = [k.task(ref), k.answers(ref), k.leases, k.unclaimed]
+    return ScriptCall("claim", keys, [ref, lease_ms], _parse_claim(ref))
+
+
+def _parse_renewal(reply: list[Any]) -> Renewal:
+    return Renewal(_reply(reply), TaskStatus(reply[1]) if len(reply) > 1 else None)
+
+
+def renew(k: Keys, ref: str, gen: int, lease_ms: int) -> ScriptCall[Renewal]:
+    return ScriptCall("renew", [k.task(ref), k.leases], [ref, gen, lease_ms], _parse_renewal)
+
+
+def report(k: Keys, ref: str, gen: int, message: str) -> ScriptCall[Reply]:
+    return ScriptCall("report", [k.task(ref)], [gen, message], _reply)
+
+
+def _parse_poll(reply: list[Any]) -> InputPoll:
+    if reply[0] != Reply.OK:
+        return InputPoll(_reply(reply))
+    answers = {key: jsonutil.loads(v) for key, v in _pairs(reply[2:]).items()}
+    return InputPoll(Reply.OK, int(reply[1]), answers)
+
+
+def request_input(k: Keys, ref: str, gen: int, requests: dict[str, Any]) -> ScriptCall[InputPoll]:
+    # Every key the run asks for goes in, answered or not: the script answers the ones it has
+    # (a replay is never asked twice) and adds only the missing ones.
+    flat = [x for key, req in requests.items() for x in (key, jsonutil.dumps(req))]
+    keys = [k.task(ref), k.inputs(ref), k.answers(ref), k.done(ref), k.stats]
+    return ScriptCall("request_input", keys, [gen, *flat], _parse_poll)
+
+
+def _parse_answered(reply: list[Any]) -> Answered:
+    return Answered(_reply(reply), *(str(x) for x in reply[1:3]))
+
+
+def answer(
+    k: Keys, ref: str, owner: str, answers: dict[str, Any], unclaimed_ms: int
+) -> ScriptCall[Answered]:
+    flat = [x for key, value in answers.items() for x in (key, jsonutil.dumps(value))]
+    keys = [k.task(ref), k.inputs(ref), k.answers(ref), k.wake(ref), k.unclaimed, k.stats]
+    return ScriptCall("answer", keys, [owner, ref, unclaimed_ms, *flat], _parse_answered)
+
+
+def park(k: Keys, ref: str, gen: int) -> ScriptCall[Reply]:
+    keys = [k.task(ref), k.inputs(ref), k.leases, k.stats]
+    return ScriptCall("park", keys, [ref, gen], _reply)
+
+
+def finish(
+    k: Keys, ref: str, gen: int, status: TaskStatus, payload: dict[str, Any], message: str
+) -> ScriptCall[Reply]:
+    status = TaskStatus(status)
+    if status not in {TaskStatus.COMPLETED, TaskStatus.FAILED}:
+        raise ValueError(f"a run finishes completed or failed, not {status}")
+    field = "result" if status is TaskStatus.COMPLETED else "error"
+    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.done(ref), k.leases, k.unclaimed]
+    # The stats hash is always a script's last key: _prelude.lua's stat() writes KEYS[#KEYS].
+    keys += [k.active, k.expiry, k.stats]
+    args: list[Arg] = [ref, gen, status.value, field, jsonutil.dumps(payload), message]
+    return ScriptCall("finish", keys, args, _reply)
+
+
+def _parse_cancelled(reply: list[Any]) -> Cancelled:
+    return Cancelled(_reply(reply), len(reply) > 1 and int(reply[1]) == 1)
+
+
+def cancel(k: Keys, ref: str, owner: str, message: str) -> ScriptCall[Cancelled]:
+    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.done(ref), k.leases, k.unclaimed]
+    keys += [k.active, k.expiry, k.stats]
+    return ScriptCall("cancel", keys, [owner, ref, message], _parse_cancelled)
+
+
+def release(k: Keys, ref: str, gen: int) -> ScriptCall[Reply]:
+    return ScriptCall("release", [k.task(ref), k.leases, k.unclaimed], [ref, gen], _reply)
+
+
+def save_step(k: Keys, ref: str, gen: int, name: str, value: Any) -> ScriptCall[tuple[Reply, Any]]:
+    def parse(r: list[str]) -> tuple[Reply, Any]:
+        reply = _reply(r)
+        return (reply, jsonutil.loads(r[1]) if reply is Reply.OK else None)
+
+    args: list[Arg] = [gen, name, jsonutil.dumps(value)]
+    return ScriptCall("save_step", [k.task(ref), k.steps(ref)], args, parse)
+
+
+def sweep(k: Keys, unclaimed_ms: int, batch: int) -> ScriptCall[list[Due]]:
+    def parse(r: list[str]) -> list[Due]:
+        return [Due(r[i], r[i + 1], r[i + 2]) for i in range(0, len(r), 3)]
+
+    keys = [k.leases, k.unclaimed, k.active, k.expiry]
+    return ScriptCall("sweep", keys, [k.task_prefix, unclaimed_ms, batch], parse)
+
+
+def unlock(k: Keys, name: str, token: str) -> ScriptCall[bool]:
+    return ScriptCall("unlock", [k.lock(name)], [token], lambda r: int(r) == 1)

@@ -1,0 +1,64 @@
+"""The single point that builds Redis clients, and the stores on top of them.
+
+Every client has explicit socket timeouts (redis-py's defaults would let a request hang while
+Redis is down). Blocking reads get a socket timeout above their block time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from shared.settings import Settings
+from shared.store.aio import AsyncTaskStore
+from shared.store.keys import Keys
+from shared.store.sync import TaskStore
+
+
+def tls_options(settings: Settings) -> dict[str, Any]:
+    """``rediss://`` without certificate checks when MCPQ_REDIS_TLS_VERIFY=false (Heroku Redis
+    presents a self-signed certificate and its URL cannot be edited)."""
+    if settings.redis_url.startswith("rediss://") and not settings.redis_tls_verify:
+        return {"ssl_cert_reqs": None}
+    return {}
+
+
+def sync_client(settings: Settings, *, block_s: float = 0.0) -> redis.Redis:
+    timeout = settings.redis_timeout_s + block_s
+    return redis.Redis.from_url(
+        settings.redis_url,
+        **tls_options(settings),
+        decode_responses=True,
+        socket_timeout=timeout,
+        socket_connect_timeout=settings.redis_timeout_s,
+        health_check_interval=30,
+        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
+    )
+
+
+def async_client(settings: Settings) -> aioredis.Redis:
+    """The web tier's client: fails fast (one retry) so a Redis outage answers 503 quickly."""
+    return aioredis.Redis.from_url(
+        settings.redis_url,
+        **tls_options(settings),
+        decode_responses=True,
+        socket_timeout=settings.redis_timeout_s,
+        socket_connect_timeout=min(settings.redis_timeout_s, 0.5),
+        health_check_interval=30,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
+    )
+
+
+def open_store(settings: Settings, *, block_s: float = 0.0) -> TaskStore:
+    """The synchronous store; with ``block_s``, a second client for blocking reads of up to
+    that long (workers: the input hold)."""
+    blocking = sync_client(settings, block_s=block_s) if block_s else None
+    return TaskStore(sync_client(settings), Keys(settings.key_prefix), blocking)
+
+
+def open_async_store(settings: Settings) -> AsyncTaskStore:
+    return AsyncTaskStore(async_client(settings), Keys(settings.key_prefix))

@@ -1,0 +1,118 @@
+"""Every Redis key mcpq uses, built in one place.
+
+All keys share one prefix that is also a Redis Cluster hash tag (``{mcpq}`` by default), so every
+Lua script may touch a task and the global indexes atomically, on one slot. The prefix stays clear
+of Celery's ``celery-task-meta-*`` and kombu's ``_kombu.*`` / ``unacked*`` keys.
+
+Tasks are stored under ``ref = sha256(taskId)[:32 hex]``, never under the ``taskId`` itself: the
+id is a bearer token, and neither Redis, Celery messages, Flower nor logs ever carry it.
+
+Schema (``<p>`` = ``{mcpq}``):
+
+==========================  =====  ===========================================================
+``<p>:t:<ref>``             hash   the task: status, msg, created_ms, updated_ms, ttl_ms,
+                                   expire_at, poll_ms, tool, queue, args, owner, caps, pre,
+                                   sync, gen (fencing), lease (ms), parked, runs, sends
+                                   (messages sent since the last claim), result, error
+``<p>:t:<ref>:in``          hash   outstanding input requests: key -> request JSON
+``<p>:t:<ref>:ans``         hash   delivered answers, kept for replay: key -> response JSON
+``<p>:t:<ref>:steps``       hash   memoized ``ctx.step`` results: name -> JSON
+``<p>:t:<ref>:wake``        list   wake-ups for the worker (answer, cancel); short TTL
+``<p>:t:<ref>:done``        list   wake-ups for a synchronous caller in the web tier; short TTL
+``<p>:leases``              zset   ref -> lease deadline (ms) of running tasks
+``<p>:unclaimed``           zset   ref -> deadline (ms) by which a run must be enqueued, or
+                                   once enqueued, started (claimed); claim removes it
+``<p>:active``              zset   ref -> createdAt (ms) of every non-terminal task
+``<p>:expiry``              zset   ref -> expire-at (ms) of non-terminal tasks with a TTL
+``<p>:stats``               hash   counters: created|completed|failed|cancelled:<tool>;
+                                   gauges: state:working, state:input_required, parked,
+                                   inputs (outstanding input requests)
+``<p>:workers``             zset   worker node name -> last heartbeat (ms)
+``<p>:lock:<name>``         str    a lock (``sweeper``): its holder's token, with a TTL
+==========================  =====  ===========================================================
+
+Every per-task key expires with the task (``expire_at`` = createdAt + ttlMs). The indexes, the
+stats and the worker list are global; index entries leave when their task ends. A lock expires
+by itself.
+The ``state:*`` gauges drift if a non-terminal task reaches its TTL (it vanishes unfinished).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+
+def task_ref(task_id: str) -> str:
+    """The storage reference of a task: not reversible to the bearer ``taskId``."""
+    # 128 bits of the hash: collision-free for any number of tasks a store will hold, and
+    # whoever sees a ref (Flower, logs, Redis) cannot turn it into the id that reads the task.
+    return hashlib.sha256(task_id.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key builder for one prefix."""
+
+    prefix: str = "mcpq"
+
+    @property
+    def root(self) -> str:
+        # The braces are a Cluster hash tag: every key of the store maps to one slot, so a
+        # script may touch a task and the global indexes together (a cluster would refuse
+        # a script whose keys span slots).
+        return "{" + self.prefix + "}"
+
+    @property
+    def task_prefix(self) -> str:
+        return f"{self.root}:t:"
+
+    def task(self, ref: str) -> str:
+        return f"{self.task_prefix}{ref}"
+
+    def inputs(self, ref: str) -> str:
+        return f"{self.task(ref)}:in"
+
+    def answers(self, ref: str) -> str:
+        return f"{self.task(ref)}:ans"
+
+    def steps(self, ref: str) -> str:
+        return f"{self.task(ref)}:steps"
+
+    def wake(self, ref: str) -> str:
+        return f"{self.task(ref)}:wake"
+
+    def done(self, ref: str) -> str:
+        return f"{self.task(ref)}:done"
+
+    @property
+    def leases(self) -> str:
+        return f"{self.root}:leases"
+
+    @property
+    def unclaimed(self) -> str:
+        return f"{self.root}:unclaimed"
+
+    @property
+    def active(self) -> str:
+        return f"{self.root}:active"
+
+    @property
+    def expiry(self) -> str:
+        return f"{self.root}:expiry"
+
+    @property
+    def stats(self) -> str:
+        return f"{self.root}:stats"
+
+    @property
+    def workers(self) -> str:
+        return f"{self.root}:workers"
+
+    def lock(self, name: str) -> str:
+        return f"{self.root}:lock:{name}"
+
+    @property
+    def pattern(self) -> str:
+        """Glob matching every key of this prefix (for tests and ops)."""
+        return self.root.replace("{", "[{]").replace("}", "[}]") + ":*"

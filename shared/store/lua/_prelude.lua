@@ -1,0 +1,32 @@
+-- Prepended to every script by shared/store/scripts.py. Time comes from Redis itself, so every
+-- process (web replicas, workers on other hosts) shares one clock for leases and timestamps.
+local _t = redis.call('TIME')
+local now = tonumber(_t[1]) * 1000 + math.floor(tonumber(_t[2]) / 1000)
+local TERMINAL = {completed = true, failed = true, cancelled = true}
+
+-- Every key of a task expires with the task hash (ttlMs counted from createdAt).
+local function expire_with_task(task_key, key)
+  local at = redis.call('HGET', task_key, 'expire_at')
+  if at and at ~= '' then redis.call('PEXPIREAT', key, at) end
+end
+
+-- Short-lived signalling keys (wake-up lists) never outlive 10 minutes, nor the task.
+local function arm_signal(task_key, key)
+  redis.call('PEXPIRE', key, 600000)
+  local at = redis.call('HGET', task_key, 'expire_at')
+  if at and at ~= '' and tonumber(at) < now + 600000 then redis.call('PEXPIREAT', key, at) end
+end
+
+-- The fence of every worker write: the task exists, runs generation `gen`, is not terminal.
+local function fence(task_key, gen)
+  local cur = redis.call('HMGET', task_key, 'gen', 'status')
+  if not cur[1] then return 'GONE' end
+  if cur[1] ~= gen then return 'SUPERSEDED' end
+  if TERMINAL[cur[2]] then return 'TERMINAL' end
+  return nil
+end
+
+-- Operational counters (the `stats` hash, see shared/store/keys.py): always the last key.
+local function stat(field, n)
+  if n ~= 0 then redis.call('HINCRBY', KEYS[#KEYS], field, n) end
+end

@@ -1,0 +1,15 @@
+-- renew: the running worker extends its lease (heartbeat) and learns the current status.
+-- KEYS[1] task, KEYS[2] leases zset; ARGV[1] ref, ARGV[2] gen, ARGV[3] lease ms
+-- returns {'OK', status} (renewed) | {'TERMINAL', status} | {'GONE'} | {'SUPERSEDED'}
+--      | {'PARKED'} (the run let go of the task: no renewal)
+local cur = redis.call('HMGET', KEYS[1], 'gen', 'status', 'parked')
+if not cur[1] then return {'GONE'} end
+-- Fencing: only the run of the current generation may keep the task; a stale run that still
+-- beats must not extend a lease that now belongs to its successor.
+if cur[1] ~= ARGV[2] then return {'SUPERSEDED'} end
+if TERMINAL[cur[2]] then return {'TERMINAL', cur[2]} end
+if cur[3] == '1' then return {'PARKED'} end
+local lease = now + tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], 'lease', lease)
+redis.call('ZADD', KEYS[2], lease, ARGV[1])
+return {'OK', cur[2]}

@@ -1,0 +1,65 @@
+"""A task as stored in Redis (its hash, parsed): what the store hands out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared import jsonutil
+from shared.store.states import TERMINAL, TaskStatus
+
+
+def _json(raw: str | None, default: Any) -> Any:
+    return default if not raw else jsonutil.loads(raw)
+
+
+@dataclass
+class TaskRecord:
+    """The fields of one task hash (see ``keys`` for the schema), parsed."""
+
+    ref: str
+    status: TaskStatus
+    created_ms: int
+    updated_ms: int
+    ttl_ms: int | None
+    poll_ms: int
+    tool: str
+    queue: str = ""
+    message: str = ""
+    owner: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    caps: dict[str, Any] = field(default_factory=dict)
+    pre: dict[str, Any] = field(default_factory=dict)
+    sync: bool = False
+    gen: int = 0
+    runs: int = 0
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+    @classmethod
+    def from_hash(cls, ref: str, h: dict[str, str]) -> TaskRecord:
+        ttl = h.get("ttl_ms", "")
+        return cls(
+            ref=ref,
+            status=TaskStatus(h["status"]),
+            created_ms=int(h["created_ms"]),
+            updated_ms=int(h["updated_ms"]),
+            ttl_ms=int(ttl) if ttl else None,
+            poll_ms=int(h.get("poll_ms") or 1000),
+            tool=h.get("tool", ""),
+            queue=h.get("queue", ""),
+            message=h.get("msg", ""),
+            owner=h.get("owner", ""),
+            arguments=_json(h.get("args"), {}),
+            caps=_json(h.get("caps"), {}),
+            pre=_json(h.get("pre"), {}),
+            sync=h.get("sync") == "1",
+            gen=int(h.get("gen") or 0),
+            runs=int(h.get("runs") or 0),
+            result=_json(h.get("result"), None),
+            error=_json(h.get("error"), None),
+        )
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL

@@ -1,0 +1,100 @@
+"""Deployment-wide numbers, read in one round trip: what ``/metrics`` and ``mcpq status`` show.
+
+The counters and gauges are kept by the Lua scripts themselves in the ``stats`` hash (see
+``keys``), so they are the same whichever web replica is scraped. Reads that are not scripts
+are :class:`~shared.store.calls.PipelineCall` values, executed by both stores (one pipeline,
+no transaction).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.store.calls import PipelineCall, Queue
+from shared.store.keys import Keys
+
+OUTCOMES = ("created", "completed", "failed", "cancelled")
+_WORKER_MEMORY_MS = 24 * 3600 * 1000  # a node silent for a day leaves the worker list
+
+
+@dataclass(frozen=True)
+class StatsSnapshot:
+    """Counters by outcome and tool, gauges by state, queue depths, worker heartbeats and the
+    oldest unfinished task, as read at ``read_at_ms`` (this host's clock)."""
+
+    totals: dict[str, dict[str, int]] = field(default_factory=dict)
+    states: dict[str, int] = field(default_factory=dict)
+    parked: int = 0
+    inputs: int = 0
+    queues: dict[str, int] = field(default_factory=dict)
+    workers: dict[str, float] = field(default_factory=dict)  # node -> last heartbeat (ms)
+    unfinished: int = 0
+    oldest_created_ms: float | None = None
+    read_at_ms: float = 0.0
+
+    def workers_alive(self, window_s: float) -> int:
+        since = self.read_at_ms - window_s * 1000
+        return sum(1 for beat in self.workers.values() if beat >= since)
+
+    @property
+    def oldest_unfinished_s(self) -> float:
+        if self.oldest_created_ms is None:
+            return 0.0
+        return max(0.0, (self.read_at_ms - self.oldest_created_ms) / 1000)
+
+
+def _parse_stats(queues: Sequence[str], replies: list[Any]) -> StatsSnapshot:
+    stats, workers, unfinished, oldest, *depths = replies
+    totals: dict[str, dict[str, int]] = {kind: {} for kind in OUTCOMES}
+    states: dict[str, int] = {}
+    for name, raw in stats.items():
+        kind, _, label = str(name).partition(":")
+        if kind in totals:
+            totals[kind][label] = int(raw)
+        elif kind == "state":
+            # NOTE: gauges drift below zero when a task reaches its TTL unfinished (its key
+            # vanishes without a transition); a negative count is never shown.
+            states[label] = max(int(raw), 0)
+    return StatsSnapshot(
+        totals=totals,
+        states=states,
+        parked=max(int(stats.get("parked", 0)), 0),
+        inputs=max(int(stats.get("inputs", 0)), 0),
+        queues=dict(zip(queues, map(int, depths), strict=True)),
+        workers={str(node): float(score) for node, score in workers},
+        unfinished=int(unfinished),
+        oldest_created_ms=float(oldest[0][1]) if oldest else None,
+        read_at_ms=time.time() * 1000,
+    )
+
+
+def snapshot(k: Keys, queues: Sequence[str]) -> PipelineCall[StatsSnapshot]:
+    """The snapshot; ``queues`` are Celery queue names, whose depth is the broker's list."""
+    names = list(queues)
+    commands: list[Queue] = [
+        lambda p: p.hgetall(k.stats),
+        lambda p: p.zrange(k.workers, 0, -1, withscores=True),
+        lambda p: p.zcard(k.active),
+        lambda p: p.zrange(k.active, 0, 0, withscores=True),
+        *((lambda p, q=queue: p.llen(q)) for queue in names),
+    ]
+    return PipelineCall(commands, lambda replies: _parse_stats(names, replies))
+
+
+def live_workers(k: Keys, window_s: float) -> PipelineCall[int]:
+    """How many worker nodes sent a heartbeat within the window (``/readyz``)."""
+    since = time.time() * 1000 - window_s * 1000
+    return PipelineCall([lambda p: p.zcount(k.workers, since, "+inf")], lambda r: int(r[0]))
+
+
+def beat_worker(k: Keys, node: str) -> PipelineCall[None]:
+    """Record that ``node`` is alive (and forget nodes silent for a day)."""
+    now_ms = int(time.time() * 1000)
+    commands: list[Queue] = [
+        lambda p: p.zadd(k.workers, {node: now_ms}),
+        lambda p: p.zremrangebyscore(k.workers, "-inf", now_ms - _WORKER_MEMORY_MS),
+    ]
+    return PipelineCall(commands, lambda replies: None)

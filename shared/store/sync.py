@@ -1,0 +1,151 @@
+"""The task store, synchronous flavour: what workers, the sweeper and ``mcpq status`` use.
+
+Every state change is one Lua script (``lua/``); this class only runs the calls that
+``shared.store.calls`` builds (keys, arguments, reply parsing) and maps Redis failures to
+:class:`~shared.errors.StoreUnavailable` (``errors``). Its Redis clients and key schema stay
+inside: callers get typed replies and records, never a connection.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import redis
+
+from shared import jsonutil
+from shared.store import calls, scripts, stats
+from shared.store.blocking import block_timeout
+from shared.store.calls import (
+    Claim,
+    Due,
+    InputPoll,
+    PipelineCall,
+    Renewal,
+    ScriptCall,
+)
+from shared.store.errors import store_errors
+from shared.store.keys import Keys
+from shared.store.records import TaskRecord
+from shared.store.states import Reply, TaskStatus
+from shared.store.stats import StatsSnapshot
+
+T = TypeVar("T")
+
+
+class TaskStore:
+    """``client`` serves short calls; ``blocking`` (a socket timeout above the longest wait)
+    serves the blocking reads of :meth:`wait_wake`."""
+
+    def __init__(
+        self, client: redis.Redis, keys: Keys | None = None, blocking: redis.Redis | None = None
+    ) -> None:
+        self._redis = client
+        self._blocking = blocking or client
+        self._keys = keys or Keys()
+        self._scripts = {
+            name: client.register_script(scripts.source(name)) for name in scripts.NAMES
+        }
+
+    # -- the two ways in: a script, or a plain pipeline ----------------------------------------
+    def run(self, call: ScriptCall[T]) -> T:
+        with store_errors():
+            reply = self._scripts[call.script](keys=call.keys, args=call.args)
+        return call.parse(reply)
+
+    def pipeline(self, call: PipelineCall[T]) -> T:
+        with store_errors():
+            pipe = self._redis.pipeline(transaction=False)
+            for queue in call.commands:
+                queue(pipe)
+            replies = pipe.execute()
+        return call.parse(replies)
+
+    # -- a worker's run --------------------------------------------------------------------------
+    def claim(self, ref: str, lease_ms: int) -> Claim:
+        return self.run(calls.claim(self._keys, ref, lease_ms))
+
+    def renew(self, ref: str, gen: int, lease_ms: int) -> Renewal:
+        return self.run(calls.renew(self._keys, ref, gen, lease_ms))
+
+    def report(self, ref: str, gen: int, message: str) -> Reply:
+        return self.run(calls.report(self._keys, ref, gen, message))
+
+    def request_input(self, ref: str, gen: int, requests: dict[str, Any]) -> InputPoll:
+        return self.run(calls.request_input(self._keys, ref, gen, requests))
+
+    def park(self, ref: str, gen: int) -> Reply:
+        return self.run(calls.park(self._keys, ref, gen))
+
+    def finish(
+        self, ref: str, gen: int, status: TaskStatus, payload: dict[str, Any], message: str = ""
+    ) -> Reply:
+        return self.run(calls.finish(self._keys, ref, gen, status, payload, message))
+
+    def release(self, ref: str, gen: int) -> Reply:
+        return self.run(calls.release(self._keys, ref, gen))
+
+    def save_step(self, ref: str, gen: int, name: str, value: Any) -> tuple[Reply, Any]:
+        return self.run(calls.save_step(self._keys, ref, gen, name, value))
+
+    def step_value(self, ref: str, name: str) -> tuple[bool, Any]:
+        """A memoized step's value, if stored (a plain read: the step's writer is fenced)."""
+        # NOTE: a value read here may be stale only if another run stored it meanwhile, and
+        # save_step keeps the first value stored: both runs end up with the same one.
+        with store_errors():
+            raw = self._redis.hget(self._keys.steps(ref), name)
+        return (False, None) if raw is None else (True, jsonutil.loads(str(raw)))
+
+    def status(self, ref: str) -> TaskStatus | None:
+        """The task's status; ``None`` once it is gone (expired)."""
+        with store_errors():
+            value = self._redis.hget(self._keys.task(ref), "status")
+        return None if value is None else TaskStatus(str(value))
+
+    def record(self, ref: str) -> TaskRecord | None:
+        """The task as stored; ``None`` once it is gone (benchmarks and operators read it)."""
+        with store_errors():
+            stored = self._redis.hgetall(self._keys.task(ref))
+        return TaskRecord.from_hash(ref, stored) if stored else None  # type: ignore[arg-type]
+
+    def wait_wake(self, ref: str, timeout_s: float) -> str | None:
+        """Block up to ``timeout_s`` for a wake-up of the task's run (an answer, a cancel);
+        ``None`` at once when ``timeout_s`` is not positive."""
+        timeout = block_timeout(timeout_s)
+        if timeout is None:
+            return None
+        with store_errors():
+            item = self._blocking.blpop([self._keys.wake(ref)], timeout=timeout)
+        return None if item is None else str(item[1])
+
+    # -- recovery: the sweeper ------------------------------------------------------------------
+    def sweep(self, unclaimed_ms: int, batch: int = 100) -> list[Due]:
+        return self.run(calls.sweep(self._keys, unclaimed_ms, batch))
+
+    def mark_enqueued(self, ref: str, start_within_ms: int) -> bool:
+        return self.run(calls.mark_enqueued(self._keys, ref, start_within_ms))
+
+    @contextmanager
+    def lock(self, name: str, ttl_ms: int) -> Iterator[bool]:
+        """Try to hold the deployment-wide lock ``name`` for the block (kombu's ``Mutex`` is the
+        model): yields whether this caller got it. Taking it is one ``SET NX PX``; the TTL
+        bounds how long a holder that died keeps everyone else out. Released on exit, by
+        compare-and-delete, only if still held by this caller."""
+        token = uuid.uuid4().hex
+        with store_errors():
+            held = bool(self._redis.set(self._keys.lock(name), token, nx=True, px=ttl_ms))
+        try:
+            yield held
+        finally:
+            if held:
+                self.run(calls.unlock(self._keys, name, token))
+
+    def beat_worker(self, node: str) -> None:
+        """Record that worker node ``node`` is alive (``/readyz`` and ``mcpq status`` read it)."""
+        self.pipeline(stats.beat_worker(self._keys, node))
+
+    # -- operators ------------------------------------------------------------------------------
+    def stats(self, queues: list[str]) -> StatsSnapshot:
+        return self.pipeline(stats.snapshot(self._keys, queues))

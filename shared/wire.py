@@ -1,0 +1,118 @@
+"""The results mcpq emits, as typed models (pydantic), serialised in one way: :meth:`Result.dump`.
+
+Field names are snake_case here and camelCase on the wire. A field is on the wire when it was
+given, ``None`` included (``ttlMs: null`` means unlimited and must be sent), and absent when it
+was not: the spec forbids some fields in some states (``result`` outside ``completed``), so
+"not given" is how a model says "must not appear".
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from shared.errors import INTERNAL_ERROR
+from shared.store import TaskRecord, TaskStatus
+
+JsonObject = dict[str, Any]
+
+
+def iso(ms: int) -> str:
+    """ISO 8601 UTC with milliseconds, e.g. ``2026-11-30T04:52:00.891Z``."""
+    stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
+
+
+class Result(BaseModel):
+    """A JSON-RPC ``result``; every one carries its ``resultType``."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    result_type: Literal["complete", "task", "input_required"] = "complete"
+
+    def dump(self) -> JsonObject:
+        # exclude_unset, not exclude_none: see the module docstring. resultType is always sent.
+        return {
+            "resultType": self.result_type,
+            **self.model_dump(by_alias=True, exclude_unset=True),
+        }
+
+
+class Ack(Result):
+    """An empty result (``tasks/update``, ``tasks/cancel``)."""
+
+
+class CallToolResult(Result):
+    """What a tool call produced (``content`` and, maybe, ``structuredContent``, ``isError``);
+    a tool may return more fields of its own, which pass through."""
+
+    model_config = ConfigDict(extra="allow")
+
+    content: list[JsonObject] = []
+    structured_content: Any = None
+    is_error: bool = False
+
+
+class Task(Result):
+    """The spec's flat ``DetailedTask``: the task, and exactly the field its status allows."""
+
+    task_id: str
+    status: TaskStatus
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None
+    poll_interval_ms: int
+    status_message: str | None = None
+    input_requests: dict[str, JsonObject] | None = None
+    result: JsonObject | None = None
+    error: JsonObject | None = None
+
+    @classmethod
+    def of(
+        cls, record: TaskRecord, task_id: str, inputs: dict[str, JsonObject] | None = None
+    ) -> Task:
+        """The task as ``tasks/get`` shows it: ``inputRequests`` only while ``input_required``,
+        ``result`` only once ``completed``, ``error`` only once ``failed``."""
+        fields: dict[str, Any] = {}
+        if record.message:
+            fields["status_message"] = record.message
+        if record.status is TaskStatus.INPUT_REQUIRED:
+            fields["input_requests"] = inputs or {}
+        elif record.status is TaskStatus.COMPLETED:
+            fields["result"] = record.result or {"resultType": "complete", "content": []}
+        elif record.status is TaskStatus.FAILED:
+            fields["error"] = record.error or {"code": INTERNAL_ERROR, "message": "Task failed"}
+        return cls(
+            task_id=task_id,
+            status=record.status,
+            created_at=iso(record.created_ms),
+            last_updated_at=iso(record.updated_ms),
+            ttl_ms=record.ttl_ms,
+            poll_interval_ms=record.poll_ms,
+            **fields,
+        )
+
+
+class InputRequiredResult(Result):
+    """MRTR: questions for the client, and the signed state to echo with the answers."""
+
+    result_type: Literal["input_required"] = "input_required"
+    input_requests: dict[str, JsonObject]
+    request_state: str
+
+
+class ToolsList(Result):
+    tools: list[JsonObject]
+    ttl_ms: int
+    cache_scope: Literal["private", "public"]
+
+
+class Discovery(Result):
+    supported_versions: list[str]
+    capabilities: JsonObject
+    instructions: str
+    ttl_ms: int
+    cache_scope: Literal["private", "public"]

@@ -1,0 +1,40 @@
+"""A web app that dies between persisting a task and enqueueing its run (fault tests only).
+
+gunicorn serves it instead of ``frontend.asgi:app``: ``Stack.start_web(app=FAULT_APP)``, where
+:data:`FAULT_APP` calls the factory below (gunicorn's ``module:factory()`` syntax), so importing
+this module builds nothing. The repository root is on the children's ``PYTHONPATH``, so it
+imports as ``tests.faults.fault_app``. The app is the production one from
+``frontend.app.create_app`` with one dependency swapped: a producer whose ``enqueue`` ends the
+process at once, as a crash or an OOM kill would between ``create.lua`` and the Celery publish.
+Nothing in the product knows about it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from frontend.app import create_app
+from frontend.edge import AsgiAdapter
+from shared import logs
+from shared.jobs import Run
+from shared.settings import Settings
+
+FAULT_APP = "tests.faults.fault_app:dies_before_enqueue()"
+EXIT_CODE = 70
+
+
+class DyingProducer:
+    """``enqueue``: ``os._exit`` before anything is published (no cleanup, no answer)."""
+
+    async def enqueue(self, run: Run) -> None:
+        os._exit(EXIT_CODE)
+
+    async def revoke(self, ref: str) -> None:
+        raise NotImplementedError("the fault app never gets this far")
+
+
+def dies_before_enqueue() -> AsgiAdapter:
+    """What ``frontend.asgi`` builds, with the :class:`DyingProducer`."""
+    settings = Settings.from_env()
+    logs.configure(settings.log_format, settings.log_level)
+    return create_app(settings, producer=DyingProducer())

@@ -1,0 +1,29 @@
+"""The task store as the integration tests drive it: the real synchronous store, plus the web
+tier's transitions run synchronously and handles for white-box assertions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from shared.store import Answered, Cancelled, Keys, NewTask, TaskStore, calls
+
+
+class WhiteBoxStore(TaskStore):
+    """The workers' store, plus what only tests need: the web tier's transitions run
+    synchronously (the web itself runs them on the asyncio store), a record read, and handles
+    on the raw client and the key schema for white-box assertions."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        super().__init__(client, keys)
+        self.redis, self.keys = client, keys
+
+    def create(self, task: NewTask, unclaimed_ms: int) -> int | None:
+        return self.run(calls.create(self.keys, task, unclaimed_ms))
+
+    def answer(self, ref: str, owner: str, answers: dict[str, Any], unclaimed_ms: int) -> Answered:
+        return self.run(calls.answer(self.keys, ref, owner, answers, unclaimed_ms))
+
+    def cancel(self, ref: str, owner: str, message: str = "Cancelled by client") -> Cancelled:
+        return self.run(calls.cancel(self.keys, ref, owner, message))

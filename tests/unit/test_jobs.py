@@ -1,0 +1,47 @@
+"""The job contract: a run's Celery message is written by one function and read by one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shared.jobs import REQUEST_ID_HEADER, Run, read_run, send_run
+
+
+class Recorder:
+    """Stands in for ``Celery.send_task``: keeps what it was asked to publish."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def send_task(self, name: str, **options: Any) -> None:
+        self.sent.append((name, options))
+
+
+def test_a_run_travels_as_the_tool_name_and_the_ref_only() -> None:
+    sender = Recorder()
+    send_run(sender, Run("build_report", "ab" * 16, "bulk", "req-1"))
+    [(name, options)] = sender.sent
+    assert name == "build_report"  # Flower shows runs by tool
+    assert options == {
+        "args": ["ab" * 16],  # the ref: arguments and answers stay in the store
+        "task_id": "ab" * 16,  # so a queued run can be revoked by ref
+        "queue": "bulk",
+        "headers": {REQUEST_ID_HEADER: "req-1"},
+    }
+
+
+def test_what_was_sent_reads_back_as_the_same_run() -> None:
+    sender = Recorder()
+    run = Run("greet", "cd" * 16, "mcpq", "req-2")
+    send_run(sender, run)
+    [(name, options)] = sender.sent
+    assert read_run(name, options["args"], options["headers"], options["queue"]) == run
+    assert read_run("greet", ["cd" * 16], None) == Run("greet", "cd" * 16, "", "")
+
+
+@pytest.mark.parametrize("args", [[], ["a", "b"], [3], [{"ref": "x"}]])
+def test_a_message_that_is_not_one_ref_is_refused(args: list[Any]) -> None:
+    with pytest.raises(ValueError, match="exactly one ref"):
+        read_run("greet", args, {})
