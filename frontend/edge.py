@@ -7,6 +7,7 @@ framework-free :class:`~frontend.http_types.HttpRequest` / :class:`~frontend.htt
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import falcon
@@ -15,6 +16,7 @@ import falcon.asgi
 from frontend.endpoint import McpEndpoint
 from frontend.http_types import HttpRequest
 from frontend.services import DISCONNECTED
+from shared import jsonutil
 
 
 class McpResource:
@@ -47,8 +49,28 @@ class McpResource:
             resp.content_type = reply.content_type
         for name, value in reply.headers.items():
             resp.set_header(name, value)
+        if reply.stream is not None:
+            # No proxy may buffer the stream: keep-alives and progress must reach the client.
+            resp.set_header("Cache-Control", "no-cache")
+            resp.set_header("X-Accel-Buffering", "no")
+            resp.sse = _sse(reply.stream)
 
     on_post = on_get = on_delete = on_put = on_patch = _serve
+
+
+async def _sse(
+    messages: AsyncIterator[dict[str, Any] | None],
+) -> AsyncIterator[falcon.asgi.SSEvent | None]:
+    """JSON-RPC messages as SSE events (``None``: Falcon's keep-alive comment, ``: ping``)."""
+    try:
+        async for message in messages:
+            yield None if message is None else falcon.asgi.SSEvent(data=jsonutil.dumpb(message))
+    finally:
+        # Falcon stops iterating when the client goes away; closing the source runs its
+        # cleanup now (a call's stream stops its run), not whenever it is collected.
+        aclose = getattr(messages, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 class AsgiAdapter:
@@ -80,6 +102,11 @@ class AsgiAdapter:
 
         async def receive_body() -> Any:
             nonlocal watcher
+            if watcher is not None:
+                # The body is read and our watcher owns receive(): a second reader (Falcon's
+                # own SSE disconnect watch) learns of the disconnect from it.
+                await disconnected.wait()
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.disconnect":
                 disconnected.set()

@@ -1,8 +1,10 @@
 """The MCP endpoint as a plain async function of :class:`HttpRequest` → :class:`HttpReply`.
 
-Runs the validation ladder, dispatches to the method handlers, adds ``_meta.serverInfo`` to
-every result (each result model carries its own ``resultType``), and maps every error to a
-JSON-RPC error with its HTTP status in one place. No traceback ever reaches a client.
+Runs the transport checks, tells the eras apart (a 2025-era session's messages go to
+:class:`frontend.legacy.session.LegacyEndpoint`), runs the 2026-07-28 validation ladder,
+dispatches to the method handlers and serialises every reply (``frontend.replies``): a JSON body,
+or an SSE stream when a handler streams. Every error becomes a JSON-RPC error with its HTTP
+status. No traceback ever reaches a client.
 """
 
 from __future__ import annotations
@@ -12,18 +14,19 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from frontend import envelope, metrics, transport
+from frontend import envelope, metrics, replies, transport
 from frontend.envelope import Notification, RequestError, RpcRequest
 from frontend.http_types import HttpReply, HttpRequest
-from frontend.methods import discover, tasks, tools
+from frontend.legacy import methods as legacy_methods
+from frontend.legacy.session import LegacyEndpoint, is_legacy
+from frontend.methods import discover, subscriptions, tasks, tools
 from frontend.services import REQUEST_ID, Services
+from frontend.streams import StreamReply
 from shared import jsonutil
 from shared.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, McpError
 from shared.logs import task_hash
-from shared.protocol import META_SERVER_INFO
 from shared.store import task_ref
 from shared.wire import Result
 
@@ -35,7 +38,7 @@ class NoId(enum.Enum):
 
 
 NO_ID = NoId.NO_ID
-Handler = Callable[[Services, RpcRequest], Awaitable[Result]]
+Handler = Callable[[Services, RpcRequest], Awaitable[Result | StreamReply]]
 
 METHODS: dict[str, Handler] = {
     "server/discover": discover.discover,
@@ -44,40 +47,38 @@ METHODS: dict[str, Handler] = {
     "tasks/get": tasks.get,
     "tasks/update": tasks.update,
     "tasks/cancel": tasks.cancel,
+    "subscriptions/listen": subscriptions.listen,
 }
-
-
-def _server_version() -> str:
-    try:
-        return version("mcpq")
-    except PackageNotFoundError:
-        return "0.0.0"
+#: Every method name a metric label may take (a client must not grow our label set).
+KNOWN_METHODS = {"initialize", *METHODS, *legacy_methods.for_version("2025-11-25")}
 
 
 class McpEndpoint:
     def __init__(self, services: Services) -> None:
         self.services = services
-        self.server_info = {"name": services.settings.server_name, "version": _server_version()}
+        self.server_info = services.server_info
+        self.legacy = LegacyEndpoint(services)
 
     def _reply(
         self,
         rid: int | str | NoId | None,
         *,
-        result: Result | None = None,
+        result: Result | StreamReply | None = None,
         error: McpError | None = None,
     ) -> HttpReply:
-        """The one place a JSON-RPC response is serialised: an error with its HTTP status, or a
-        result (its own ``resultType``) with ``_meta.serverInfo`` added. ``NO_ID`` leaves the
-        ``id`` out (a refusal before any JSON was read); ``None`` is an unreadable id."""
+        """A 2026-07-28 reply: an error with its HTTP status, a result (``frontend.replies``),
+        or a stream. ``NO_ID`` leaves the ``id`` out (a refusal before any JSON was read);
+        ``None`` is an unreadable id."""
+        if isinstance(result, StreamReply):
+            return HttpReply(200, b"", "text/event-stream", stream=result.events)
         if error is not None:
             body: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "error": error.to_error()}
             if rid is NO_ID:
                 del body["id"]
             return HttpReply(error.http_status, jsonutil.dumpb(body))
-        assert result is not None
-        dumped = result.dump()
-        dumped["_meta"] = {**dumped.get("_meta", {}), META_SERVER_INFO: self.server_info}
-        return HttpReply(200, jsonutil.dumpb({"jsonrpc": "2.0", "id": rid, "result": dumped}))
+        assert result is not None and not isinstance(rid, NoId)
+        message = replies.response(rid, result=result, server_info=self.server_info)
+        return HttpReply(200, jsonutil.dumpb(message))
 
     async def handle(self, req: HttpRequest) -> HttpReply:
         """Serve one POST and log one structured line for it (never the taskId itself)."""
@@ -104,7 +105,7 @@ class McpEndpoint:
         if code is not None:
             fields["error_code"] = code
         # Metric labels only take known methods: a client must not grow our label set.
-        method = rpc.method if rpc is not None and rpc.method in METHODS else "other"
+        method = rpc.method if rpc is not None and rpc.method in KNOWN_METHODS else "other"
         fields.setdefault("method", method)
         metrics.REQUESTS.labels(method, str(reply.status)).inc()
         metrics.LATENCY.labels(method).observe(fields["latency_ms"] / 1000)
@@ -120,8 +121,18 @@ class McpEndpoint:
             return self._reply(NO_ID, error=early), None, early.code
         if early is not None:
             return early, None, None
+        if req.method == "DELETE":
+            return await self.legacy.end(req), None, None
+        if req.method == "GET":
+            return await self.legacy.listen(req), None, None
         try:
-            rpc = envelope.validate(req, envelope.parse(req.body), s.accept_missing_task_name)
+            message = envelope.parse(req.body)
+        except RequestError as exc:
+            return self._reply(exc.id, error=exc.error), None, exc.error.code
+        if is_legacy(req, message):
+            return await self.legacy.handle(req, message)
+        try:
+            rpc = envelope.validate(req, message, s.require_task_name)
         except Notification:
             return HttpReply(202, b"", None), None, None
         except RequestError as exc:

@@ -8,7 +8,7 @@ headers (-32020) → ``_meta`` envelope (-32602) → headers vs body (-32020) �
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -24,9 +24,13 @@ from shared.errors import (
 from shared.protocol import (
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
+    PROTOCOL_VERSION,
     SUPPORTED_VERSIONS,
     TASKS_EXTENSION,
 )
+
+if TYPE_CHECKING:
+    from shared.store import Session
 
 
 class Notification(Exception):
@@ -35,10 +39,28 @@ class Notification(Exception):
 
 @dataclass
 class RpcRequest:
+    """A validated request. ``caps`` are the client's capabilities: from this request's
+    ``_meta`` (2026-07-28), or as the session declared them in ``initialize`` (2025-era)."""
+
     id: int | str
     method: str
     params: dict[str, Any]
     caps: dict[str, Any]
+    version: str = PROTOCOL_VERSION
+    session: Session | None = None
+    streams: bool = False  # the client accepts an SSE reply (text/event-stream)
+
+    @property
+    def legacy(self) -> bool:
+        """A request of a 2025-era session."""
+        return self.session is not None
+
+    @property
+    def progress_token(self) -> str | int | None:
+        meta = self.params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        valid = isinstance(token, str) or (isinstance(token, int) and not isinstance(token, bool))
+        return token if valid else None
 
     @property
     def tasks_opt_in(self) -> bool:
@@ -68,7 +90,7 @@ def parse(body: bytes) -> dict[str, Any]:
     return message
 
 
-def _request_id(message: dict[str, Any]) -> int | str:
+def request_id(message: dict[str, Any]) -> int | str:
     rid = message.get("id")
     # JSON-RPC ids are strings or numbers; True is an int in Python but not an id.
     valid = isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
@@ -79,23 +101,17 @@ def _request_id(message: dict[str, Any]) -> int | str:
     return rid  # type: ignore[return-value]
 
 
-def _legacy_initialize(rid: int | str, params: dict[str, Any]) -> RequestError:
-    requested = params.get("protocolVersion")
-    data = {
-        "supported": SUPPORTED_VERSIONS,
-        "requested": requested if isinstance(requested, str) else None,
-    }
-    message = "Unsupported protocol version: this server speaks only 2026-07-28 (no initialize)"
-    return RequestError(McpError(UNSUPPORTED_VERSION, message, data), rid)
+def accepts_stream(req: HttpRequest) -> bool:
+    """The client takes an SSE reply (its ``Accept`` lists ``text/event-stream``)."""
+    accept = (req.header("accept") or "").lower()
+    return any(part.split(";")[0].strip() == "text/event-stream" for part in accept.split(","))
 
 
-def validate(
-    req: HttpRequest, message: dict[str, Any], accept_missing_task_name: bool
-) -> RpcRequest:
+def validate(req: HttpRequest, message: dict[str, Any], require_task_name: bool) -> RpcRequest:
     # A notification gets 202 before anything else is checked: it has no id to answer with.
     if "id" not in message and isinstance(message.get("method"), str):
         raise Notification()
-    rid = _request_id(message)
+    rid = request_id(message)
     method: str = message["method"]
     params = message.get("params", {})
     if not isinstance(params, dict):
@@ -108,8 +124,6 @@ def validate(
         headers.reject_duplicates(req)
     except McpError as exc:
         raise RequestError(exc, rid) from None
-    if method == "initialize":  # a 2025-era client: say plainly what this server speaks
-        raise _legacy_initialize(rid, params)
     meta = params.get("_meta")
     version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
     caps = meta.get(META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
@@ -117,7 +131,7 @@ def validate(
         text = "Invalid params: _meta must carry protocolVersion and clientCapabilities"
         raise RequestError(McpError(INVALID_PARAMS, text), rid)
     try:
-        headers.check(req, method, params, version, accept_missing_task_name)
+        headers.check(req, method, params, version, require_task_name)
     except McpError as exc:
         raise RequestError(exc, rid) from None
     # The version is judged after the headers agree with the body: a mismatch is -32020 even
@@ -125,4 +139,4 @@ def validate(
     if version not in SUPPORTED_VERSIONS:
         data = {"supported": SUPPORTED_VERSIONS, "requested": version}
         raise RequestError(McpError(UNSUPPORTED_VERSION, "Unsupported protocol version", data), rid)
-    return RpcRequest(rid, method, params, caps)
+    return RpcRequest(rid, method, params, caps, streams=accepts_stream(req))

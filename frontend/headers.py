@@ -2,8 +2,9 @@
 
 Values may come base64-wrapped as ``=?base64?...?=`` and are decoded before comparing. Any
 disagreement, a missing required header, invalid characters or a duplicated routing header is
-``-32020`` (HTTP 400). A missing ``Mcp-Name`` on ``tasks/*`` is rejected unless the setting
-``MCPQ_ACCEPT_MISSING_TASK_NAME`` allows it (for clients that never send it).
+``-32020`` (HTTP 400). A missing ``Mcp-Name`` on ``tasks/*`` is accepted by default (the
+``taskId`` in the body decides; fastmcp-tasks' client never sends the header), and refused with
+``MCPQ_REQUIRE_TASK_NAME`` (a gateway routes by it). A present one must always match.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def check(
     method: str,
     params: dict[str, Any],
     version: str,
-    accept_missing_task_name: bool,
+    require_task_name: bool,
 ) -> None:
     """Compare the routing headers with the body (validation ladder, step 5)."""
     header_version = req.header("mcp-protocol-version")
@@ -73,7 +74,7 @@ def check(
     if header_name is None:
         # Only tasks/* may omit it, and only when configured; a header that is present must
         # always match, or a router and this server would act on different tasks.
-        if method.startswith("tasks/") and accept_missing_task_name:
+        if method.startswith("tasks/") and not require_task_name:
             return
         raise _mismatch(f"Mcp-Name header is required for {method}")
     value = decode("Mcp-Name", header_name)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -23,3 +25,5 @@ class HttpReply:
     body: bytes = b""
     content_type: str | None = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
+    #: An SSE reply instead of ``body``: JSON-RPC messages, ``None`` for a keep-alive comment.
+    stream: AsyncIterator[dict[str, Any] | None] | None = None

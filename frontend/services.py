@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 
 from frontend.task_service import TaskService
 from shared.request_state import RequestStateSigner
@@ -23,7 +24,19 @@ class Services:
     tasks: TaskService
     registry: Registry
     signer: RequestStateSigner
+    server_info: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.server_info:
+            self.server_info = {"name": self.settings.server_name, "version": _server_version()}
 
     def principal(self) -> str:
         """Who is calling. Authentication is not configured yet: everyone is anonymous."""
         return "anonymous"
+
+
+def _server_version() -> str:
+    try:
+        return version("mcpq")
+    except PackageNotFoundError:
+        return "0.0.0"

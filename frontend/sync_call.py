@@ -10,21 +10,55 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from frontend import params
 from frontend.envelope import RpcRequest
 from frontend.mrtr import require_capabilities
 from frontend.services import DISCONNECTED, REQUEST_ID, Services
+from frontend.streams import Follow, StreamReply, follow
 from shared.errors import INTERNAL_ERROR, McpError, invalid_params
-from shared.store import Reply, TaskStatus
+from shared.store import Reply, TaskRecord, TaskStatus
 from shared.tools import Tool
 from shared.wire import CallToolResult, InputRequiredResult, Result
 
 
+def outcome(record: TaskRecord) -> CallToolResult:
+    """What a call whose task ended returns: its result, or its error raised."""
+    if record.status is TaskStatus.COMPLETED:
+        return CallToolResult.model_validate(record.result or {"content": []})
+    if record.status is TaskStatus.FAILED:
+        error = record.error or {}
+        code, message = int(error.get("code", INTERNAL_ERROR)), str(error.get("message", ""))
+        raise McpError(code, message, error.get("data"))
+    raise McpError(INTERNAL_ERROR, "Tool call was cancelled")
+
+
+async def ask_again(
+    services: Services,
+    req: RpcRequest,
+    tool: Tool,
+    arguments: dict[str, Any],
+    ref: str,
+    inputs: dict[str, Any],
+) -> InputRequiredResult:
+    """MRTR for a running synchronous call (2026-07-28): the questions, and a signed state that
+    names the hidden task, so only the same call's retry can deliver answers to it."""
+    try:
+        require_capabilities(req, inputs)
+    except McpError:
+        await abandon(services, ref, "client cannot answer the tool's input request")
+        raise
+    token = services.signer.seal(
+        services.principal(), tool.name, arguments, {"kind": "sync", "ref": ref}
+    )
+    return InputRequiredResult(input_requests=inputs, request_state=token)
+
+
 async def start(
     services: Services, req: RpcRequest, tool: Tool, arguments: dict[str, Any], pre: dict[str, Any]
-) -> Result:
+) -> Result | StreamReply:
     created = await services.tasks.create(
         services.principal(), tool, arguments, req.caps, pre, sync=True, request_id=REQUEST_ID.get()
     )
@@ -37,7 +71,7 @@ async def resume(
     tool: Tool,
     arguments: dict[str, Any],
     state: dict[str, Any],
-) -> Result:
+) -> Result | StreamReply:
     """The MRTR retry of a synchronous call that asked for input: deliver its answers to the
     hidden task the signed state names, then wait again."""
     ref = str(state.get("ref", ""))
@@ -50,15 +84,61 @@ async def resume(
 
 async def wait(
     services: Services, req: RpcRequest, tool: Tool, arguments: dict[str, Any], ref: str
-) -> Result:
+) -> Result | StreamReply:
+    """Follow the hidden task to its end: on an SSE stream when the client takes one (progress,
+    keep-alives, input requests on a 2025-era session), else as one JSON reply bounded by
+    ``MCPQ_SYNC_TIMEOUT_S``."""
+    if req.streams:
+        return await _stream(services, req, tool, arguments, ref)
     try:
         return await _wait(services, req, tool, arguments, ref)
     except asyncio.CancelledError:  # the server cancelled this request: stop its run too
-        await asyncio.shield(_abandon(services, ref, "the request was cancelled"))
+        await asyncio.shield(abandon(services, ref, "the request was cancelled"))
         raise
 
 
-async def _abandon(services: Services, ref: str, reason: str) -> None:
+async def _stream(
+    services: Services, req: RpcRequest, tool: Tool, arguments: dict[str, Any], ref: str
+) -> StreamReply:
+    async def stop(reason: str) -> None:
+        await abandon(services, ref, reason)
+
+    async def mrtr(inputs: dict[str, Any]) -> Result:
+        return await ask_again(services, req, tool, arguments, ref, inputs)
+
+    if req.session is not None:
+        # notifications/cancelled names the request: remember which run it is, for any replica.
+        ttl_ms = int(services.settings.session_ttl_s * 1000)
+        await services.tasks.store.put_call(req.session.sref, str(req.id), ref, ttl_ms)
+    # The disconnect flag is read now: the stream runs after this request's context is gone.
+    spec = Follow(
+        ref,
+        final=outcome,
+        on_input=None if req.legacy else mrtr,
+        abandon=stop,
+        gone=DISCONNECTED.get(),
+    )
+    return StreamReply(follow(services, req, spec))
+
+
+async def await_end(services: Services, ref: str, final: Callable[[TaskRecord], Result]) -> Result:
+    """Wait (JSON reply) for a task to end, bounded by ``MCPQ_SYNC_TIMEOUT_S``; its run goes on
+    either way (a task, not a call: ``tasks/result`` of a 2025-11-25 client without a stream)."""
+    tasks, principal = services.tasks, services.principal()
+    deadline = time.monotonic() + services.settings.sync_timeout_s
+    async with tasks.store.watch([ref]) as watch:
+        while True:
+            record, _ = await tasks.get(principal, ref)
+            if record.terminal:
+                return final(record)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                text = "The task has not ended yet: call tasks/result again, or accept SSE"
+                raise McpError(INTERNAL_ERROR, text)
+            await watch.next(min(left, 1.0))
+
+
+async def abandon(services: Services, ref: str, reason: str) -> None:
     await services.tasks.cancel(services.principal(), ref, reason)
 
 
@@ -74,30 +154,18 @@ async def _wait(
         woken = await tasks.wait_done(ref, min(left, 1.0))
         if woken is None and gone is not None and gone.is_set():
             # A disconnect cancels the request (spec): the hidden task and its run stop too.
-            await _abandon(services, ref, "the client disconnected")
+            await abandon(services, ref, "the client disconnected")
             raise McpError(INTERNAL_ERROR, "The client disconnected")
         record, inputs = await tasks.get(principal, ref)
-        if record.status is TaskStatus.COMPLETED:
-            return CallToolResult.model_validate(record.result or {"content": []})
-        if record.status is TaskStatus.FAILED:
-            error = record.error or {}
-            code, message = int(error.get("code", INTERNAL_ERROR)), str(error.get("message", ""))
-            raise McpError(code, message, error.get("data"))
-        if record.status is TaskStatus.CANCELLED:
-            raise McpError(INTERNAL_ERROR, "Tool call was cancelled")
+        if record.terminal:
+            return outcome(record)
         if record.status is TaskStatus.INPUT_REQUIRED and inputs:
-            try:
-                require_capabilities(req, inputs)
-            except McpError:
-                await _abandon(services, ref, "client cannot answer the tool's input request")
-                raise
-            # The token names the hidden task and is bound to this principal, tool and
-            # arguments, so only the same call's retry can deliver answers to it.
-            token = services.signer.seal(
-                principal, tool.name, arguments, {"kind": "sync", "ref": ref}
-            )
-            return InputRequiredResult(input_requests=inputs, request_state=token)
-    await _abandon(services, ref, "synchronous call timed out")
+            if req.legacy:  # no MRTR before 2026-07-28, and no stream to ask on
+                await abandon(services, ref, "the tool asked for input on a plain JSON call")
+                message = "The tool asks for input: call it accepting text/event-stream"
+                raise McpError(INTERNAL_ERROR, message)
+            return await ask_again(services, req, tool, arguments, ref, inputs)
+    await abandon(services, ref, "synchronous call timed out")
     message = (
         f"Tool call did not finish within {services.settings.sync_timeout_s:g}s; call it as a task"
     )

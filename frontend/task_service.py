@@ -58,22 +58,35 @@ class TaskService:
         *,
         sync: bool = False,
         request_id: str = "",
+        ttl_ms: int | None = None,
+        listed_in: str | None = None,
     ) -> Created:
         """Persist the task, then enqueue its run: only then may anyone learn its id.
 
         A synchronous call's task is hidden (``sync``): its own short TTL, the default poll
-        interval, and its id never leaves this process.
+        interval, and its id never leaves this process. ``ttl_ms``: the client's wish (2025-11-25
+        ``task.ttl``), granted up to the tool's own TTL. ``listed_in``: the ``tasks/list`` scope
+        that shows it (2025-11-25).
         """
         s = self.settings
         task_id = secrets.token_urlsafe(32)  # 256 bits: the id is the bearer of the task
         ref = task_ref(task_id)
-        ttl_ms = s.sync_ttl_ms if sync else tool.ttl(s.default_ttl_ms)
+        tool_ttl = tool.ttl(s.default_ttl_ms)
+        if not sync and ttl_ms is not None:
+            ttl_ms = ttl_ms if tool_ttl is None else min(ttl_ms, tool_ttl)
+        else:
+            ttl_ms = s.sync_ttl_ms if sync else tool_ttl
         poll_ms = s.poll_interval_ms if sync else tool.poll_interval_ms or s.poll_interval_ms
         queue = tool.queue or s.default_queue
         task = NewTask(ref, tool.name, queue, owner, arguments, caps, ttl_ms, poll_ms, pre, sync)
         created_ms = await self.store.create(task, self._unclaimed_ms)
         if created_ms is None:  # a 256-bit collision: never in practice, never silently
             raise McpError(INTERNAL_ERROR, "Could not create the task")
+        if listed_in is not None:
+            # NOTE: before the enqueue, so the task's changes reach the scope's channel from its
+            # first run on (nothing runs a task that was never enqueued, but for the sweeper's
+            # re-send after MCPQ_UNCLAIMED_AFTER_S).
+            await self.store.list_add(listed_in, ref, task_id, created_ms, ttl_ms)
         await self.enqueue(Run(tool.name, ref, queue, request_id))
         transition = {"task": task_hash(ref), "tool": tool.name, "transition": "created"}
         log.info("task created", extra=transition)

@@ -1,5 +1,6 @@
 """HTTP-level checks before any JSON is read (validation ladder, step 1): body size (413),
-Origin (403), method (405), Content-Type (400), Accept (406).
+Origin (403), method (405), Content-Type (400), Accept (406). ``GET`` and ``DELETE`` go on only
+with an ``Mcp-Session-Id`` (a 2025-era session's stream and its end).
 
 The edge (``frontend.edge``) never reads more than ``MCPQ_MAX_BODY_BYTES`` + 1 bytes, so the
 size check here, on what was read, is the only one."""
@@ -47,6 +48,8 @@ def check(
     origin = req.header("origin")
     if origin is not None and not origin_allowed(origin, allowed_origins):
         return McpError(INVALID_REQUEST, "Forbidden: invalid Origin", http_status=403)
+    if req.method in {"GET", "DELETE"} and req.header("mcp-session-id") is not None:
+        return None
     if req.method != "POST":
         return _plain(405, "Method Not Allowed: this endpoint takes POST only", Allow="POST")
     content_type = (req.header("content-type") or "").split(";")[0].strip().lower()

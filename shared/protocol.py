@@ -8,6 +8,15 @@ PROTOCOL_VERSION = "2026-07-28"
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
+#: The 2025-era versions served over sessions (``initialize``), oldest first. 2024-11-05 used the
+#: older HTTP+SSE transport and is not served.
+LEGACY_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
+LEGACY_LATEST = "2025-11-25"
+#: The first 2025-era version with the tasks wire (SEP-1686) and ``execution.taskSupport``.
+LEGACY_TASKS_VERSION = "2025-11-25"
+META_RELATED_TASK = "io.modelcontextprotocol/related-task"
+META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"

@@ -60,8 +60,17 @@ class Settings:
         default=60.0, metadata={"env": "MCPQ_SYNC_TIMEOUT_S", "parse": float}
     )
     sync_ttl_ms: int = field(default=600_000, metadata={"env": "MCPQ_SYNC_TTL_MS", "parse": int})
-    accept_missing_task_name: bool = field(
-        default=False, metadata={"env": "MCPQ_ACCEPT_MISSING_TASK_NAME", "parse": _bool}
+    require_task_name: bool = field(
+        default=False, metadata={"env": "MCPQ_REQUIRE_TASK_NAME", "parse": _bool}
+    )
+    stream_max_s: float = field(
+        default=3600.0, metadata={"env": "MCPQ_STREAM_MAX_S", "parse": _non_negative}
+    )
+    sse_keepalive_s: float = field(
+        default=15.0, metadata={"env": "MCPQ_SSE_KEEPALIVE_S", "parse": float}
+    )
+    session_ttl_s: float = field(
+        default=3600.0, metadata={"env": "MCPQ_SESSION_TTL_S", "parse": float}
     )
     allowed_origins: tuple[str, ...] = field(
         default=(), metadata={"env": "MCPQ_ALLOWED_ORIGINS", "parse": _csv}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from shared.errors import INTERNAL_ERROR
@@ -54,6 +54,7 @@ class CallToolResult(Result):
     content: list[JsonObject] = []
     structured_content: Any = None
     is_error: bool = False
+    meta: JsonObject | None = Field(default=None, alias="_meta")
 
 
 class Task(Result):
@@ -116,3 +117,67 @@ class Discovery(Result):
     instructions: str
     ttl_ms: int
     cache_scope: Literal["private", "public"]
+
+
+# -- the 2025-11-25 tasks wire (SEP-1686): the same task record, its other view ------------------
+class LegacyTask(Result):
+    """The 2025-11-25 ``Task``: ``ttl``/``pollInterval`` names, no result or input requests in
+    it (those come from ``tasks/result``), and a tool result with ``isError`` reads ``failed``
+    (2026-07-28 reports it ``completed``)."""
+
+    task_id: str
+    status: TaskStatus
+    created_at: str
+    last_updated_at: str
+    ttl: int | None
+    poll_interval: int
+    status_message: str | None = None
+
+    @classmethod
+    def of(cls, record: TaskRecord, task_id: str) -> LegacyTask:
+        status = record.status
+        if status is TaskStatus.COMPLETED and (record.result or {}).get("isError") is True:
+            status = TaskStatus.FAILED
+        fields: dict[str, Any] = {}
+        if record.message:
+            fields["status_message"] = record.message
+        return cls(
+            task_id=task_id,
+            status=status,
+            created_at=iso(record.created_ms),
+            last_updated_at=iso(record.updated_ms),
+            ttl=record.ttl_ms,
+            poll_interval=record.poll_ms,
+            **fields,
+        )
+
+
+class CreateTaskResult(Result):
+    """The 2025-11-25 answer to a task-augmented ``tools/call``: the task, nested."""
+
+    task: JsonObject
+
+
+class ListTasksResult(Result):
+    tasks: list[JsonObject]
+    next_cursor: str | None = None
+
+
+class LegacyToolsList(Result):
+    tools: list[JsonObject]
+
+
+class Initialized(Result):
+    """The ``initialize`` result of a 2025-era session."""
+
+    protocol_version: str
+    capabilities: JsonObject
+    server_info: JsonObject
+    instructions: str
+
+
+def legacy_dump(result: Result) -> JsonObject:
+    """A result as 2025-era clients read it: no ``resultType`` (a 2026-07-28 field)."""
+    dumped = result.dump()
+    dumped.pop("resultType", None)
+    return dumped

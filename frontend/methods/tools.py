@@ -16,6 +16,7 @@ from typing import Any
 from frontend import mrtr, params, sync_call
 from frontend.envelope import RpcRequest
 from frontend.services import REQUEST_ID, Services
+from frontend.streams import StreamReply
 from shared.errors import invalid_params, missing_tasks_capability
 from shared.request_state import InvalidRequestState
 from shared.results import error_result
@@ -37,7 +38,7 @@ def _tool(services: Services, req: RpcRequest) -> Tool:
     return tool
 
 
-async def call_tool(services: Services, req: RpcRequest) -> Result:
+async def call_tool(services: Services, req: RpcRequest) -> Result | StreamReply:
     tool = _tool(services, req)
     raw_args = params.tool_arguments(req)
     # The opt-in is per request (its _meta capabilities), not per connection: there is none.

@@ -9,11 +9,13 @@ return; :func:`task_ref`. Inside: the key schema (``keys``), one Lua script per 
 (``clients``) and the rule for blocking timeouts (``blocking``).
 """
 
-from shared.store.aio import AsyncTaskStore
+from shared.store.aio import AsyncTaskStore, Watch
 from shared.store.calls import Answered, Cancelled, Claim, Due, InputPoll, NewTask, Renewal
 from shared.store.clients import open_async_store, open_store
 from shared.store.keys import Keys, task_ref
+from shared.store.listing import Listed, Position
 from shared.store.records import TaskRecord
+from shared.store.sessions import Outgoing, Session
 from shared.store.states import TERMINAL, Reply, TaskStatus
 from shared.store.stats import OUTCOMES, StatsSnapshot
 from shared.store.sync import TaskStore
@@ -28,13 +30,18 @@ __all__ = [
     "Due",
     "InputPoll",
     "Keys",
+    "Listed",
     "NewTask",
+    "Outgoing",
+    "Position",
     "Renewal",
     "Reply",
+    "Session",
     "StatsSnapshot",
     "TaskRecord",
     "TaskStatus",
     "TaskStore",
+    "Watch",
     "open_async_store",
     "open_store",
     "task_ref",

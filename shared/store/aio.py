@@ -6,19 +6,25 @@ the web tier makes: ``tasks/get`` in one round trip, the wait of a synchronous c
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
 
 from shared import jsonutil
 from shared.errors import TaskNotFound
-from shared.store import calls, scripts, stats
+from shared.store import calls, listing, scripts, sessions, stats
 from shared.store.blocking import block_timeout
 from shared.store.calls import Answered, Cancelled, NewTask, PipelineCall, ScriptCall
 from shared.store.errors import store_errors
 from shared.store.keys import Keys
+from shared.store.listing import Listed, Position
 from shared.store.records import TaskRecord
+from shared.store.sessions import Outgoing, Session
 from shared.store.stats import StatsSnapshot
 
 T = TypeVar("T")
@@ -91,6 +97,91 @@ class AsyncTaskStore:
                 return str(item[1])
         return None
 
+    # -- push: the changes the scripts publish ---------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def watch(
+        self, refs: Sequence[str] = (), scopes: Sequence[str] = ()
+    ) -> AsyncIterator[Watch]:
+        """Subscribe to the changes of tasks ``refs`` and of the tasks of listing ``scopes``
+        (one connection for this watch).
+
+        NOTE: subscribe first, read the task second: the scripts publish in the same step as the
+        change, so nothing falls between the read and the first message (see ``publish`` in
+        ``lua/_prelude.lua``). Messages can still be lost if the connection drops, so a watcher
+        re-reads the task on a timer too.
+        """
+        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        try:
+            with store_errors():
+                channels = [self._keys.events(ref) for ref in refs]
+                channels += [self._keys.listing_events(scope) for scope in scopes]
+                if channels:  # none: the watch only waits out its timeouts
+                    await pubsub.subscribe(*channels)
+            yield Watch(pubsub if channels else None, len(self._keys.task_prefix))
+        finally:
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    # -- 2025-era sessions ----------------------------------------------------------------------
+    async def open_session(self, session: Session, ttl_ms: int) -> None:
+        await self.pipeline(sessions.open_session(self._keys, session, ttl_ms))
+
+    async def touch_session(self, sref: str, ttl_ms: int) -> Session | None:
+        return await self.pipeline(sessions.touch_session(self._keys, sref, ttl_ms))
+
+    async def end_session(self, sref: str) -> bool:
+        return await self.pipeline(sessions.end_session(self._keys, sref))
+
+    async def put_outgoing(self, sref: str, out_id: str, target: Outgoing, ttl_ms: int) -> None:
+        await self.pipeline(sessions.put_outgoing(self._keys, sref, out_id, target, ttl_ms))
+
+    async def take_outgoing(self, sref: str, out_id: str) -> Outgoing | None:
+        return await self.pipeline(sessions.take_outgoing(self._keys, sref, out_id))
+
+    async def put_call(self, sref: str, request_id: str, ref: str, ttl_ms: int) -> None:
+        await self.pipeline(sessions.put_call(self._keys, sref, request_id, ref, ttl_ms))
+
+    async def drop_call(self, sref: str, request_id: str) -> None:
+        await self.pipeline(sessions.drop_call(self._keys, sref, request_id))
+
+    async def find_call(self, sref: str, request_id: str) -> str | None:
+        return await self.pipeline(sessions.find_call(self._keys, sref, request_id))
+
+    # -- tasks/list (2025-11-25) ----------------------------------------------------------------
+    async def list_add(
+        self, scope: str, ref: str, task_id: str, created_ms: int, ttl_ms: int | None
+    ) -> None:
+        await self.run(listing.add(self._keys, scope, ref, task_id, created_ms, ttl_ms))
+
+    async def listed(self, scope: str, ref: str, owner: str) -> Listed | None:
+        """One task of a listing scope with its id, or ``None`` when it is gone or not there."""
+        found, _ = await self.pipeline(listing.read(self._keys, scope, [ref]))
+        return found[0] if found and found[0].record.owner == owner else None
+
+    async def list_page(
+        self, scope: str, owner: str, after: Position | None, size: int
+    ) -> tuple[list[Listed], Position | None]:
+        """Up to ``size`` live tasks of ``scope`` after ``after``, and the position to go on
+        from (``None`` at the end). Entries whose task is gone are dropped on the way."""
+        page: list[Listed] = []
+        while len(page) < size:
+            candidates = await self.pipeline(listing.window(self._keys, scope, after, size))
+            if not candidates:
+                return page, None
+            refs = [ref for ref, _ in candidates]
+            found, gone = await self.pipeline(listing.read(self._keys, scope, refs))
+            if gone:
+                await self.pipeline(listing.forget(self._keys, scope, gone))
+            for item in found:
+                if item.record.owner == owner and len(page) < size:
+                    page.append(item)
+            last = page[-1].record if len(page) == size else None
+            if last is not None:
+                return page, Position(last.created_ms, last.ref)
+            ref, created = candidates[-1]
+            after = Position(created, ref)
+        return page, None
+
     # -- operators ------------------------------------------------------------------------------
     async def live_workers(self, window_s: float) -> int:
         """Worker nodes with a heartbeat within the window; raises ``StoreUnavailable`` when
@@ -99,3 +190,29 @@ class AsyncTaskStore:
 
     async def stats(self, queues: list[str]) -> StatsSnapshot:
         return await self.pipeline(stats.snapshot(self._keys, queues))
+
+
+class Watch:
+    """The changes of the watched tasks, as refs, one at a time."""
+
+    def __init__(self, pubsub: PubSub | None, prefix_len: int) -> None:
+        self._pubsub = pubsub
+        self._prefix_len = prefix_len
+
+    async def next(self, timeout_s: float) -> str | None:
+        """The ref of the next changed task, or ``None`` when ``timeout_s`` passed quietly.
+
+        NOTE: reads in slices of at most one second, below the client's socket timeout (as
+        ``wait_done`` does)."""
+        deadline = time.monotonic() + timeout_s
+        if self._pubsub is None:  # nothing watched: only the time passes
+            await asyncio.sleep(max(0.0, timeout_s))
+            return None
+        while (left := deadline - time.monotonic()) > 0:
+            with store_errors():
+                message = await self._pubsub.get_message(
+                    ignore_subscribe_messages=True, timeout=min(left, 1.0)
+                )
+            if message is not None and message.get("type") == "message":
+                return str(message["data"])[self._prefix_len :]  # the task key -> its ref
+        return None

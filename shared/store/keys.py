@@ -5,7 +5,9 @@ Lua script may touch a task and the global indexes atomically, on one slot. The 
 of Celery's ``celery-task-meta-*`` and kombu's ``_kombu.*`` / ``unacked*`` keys.
 
 Tasks are stored under ``ref = sha256(taskId)[:32 hex]``, never under the ``taskId`` itself: the
-id is a bearer token, and neither Redis, Celery messages, Flower nor logs ever carry it.
+id is a bearer token, and neither Celery messages, Flower nor logs ever carry it. Redis holds it
+in one place only: the ``tasks/list`` index of the principal (or anonymous session) that created
+a task over the 2025-11-25 wire, because that method must hand the ids back to their owner.
 
 Schema (``<p>`` = ``{mcpq}``):
 
@@ -13,12 +15,25 @@ Schema (``<p>`` = ``{mcpq}``):
 ``<p>:t:<ref>``             hash   the task: status, msg, created_ms, updated_ms, ttl_ms,
                                    expire_at, poll_ms, tool, queue, args, owner, caps, pre,
                                    sync, gen (fencing), lease (ms), parked, runs, sends
-                                   (messages sent since the last claim), result, error
+                                   (messages sent since the last claim), result, error,
+                                   reports (``ctx.report`` count), push (a channel)
 ``<p>:t:<ref>:in``          hash   outstanding input requests: key -> request JSON
 ``<p>:t:<ref>:ans``         hash   delivered answers, kept for replay: key -> response JSON
 ``<p>:t:<ref>:steps``       hash   memoized ``ctx.step`` results: name -> JSON
 ``<p>:t:<ref>:wake``        list   wake-ups for the worker (answer, cancel); short TTL
 ``<p>:t:<ref>:done``        list   wake-ups for a synchronous caller in the web tier; short TTL
+``<p>:t:<ref>:ev``          chan   (a pub/sub channel, not a key) every change a client can
+                                   see, published by the script that makes it
+``<p>:s:<sref>``            hash   a 2025-era session (``sref`` = hash of ``Mcp-Session-Id``):
+                                   version, caps, principal, scope, created_ms; sliding TTL
+``<p>:s:<sref>:out``        hash   server→client requests in flight on the session's streams:
+                                   JSON-RPC id -> {ref, key} (where the answer goes)
+``<p>:s:<sref>:calls``      hash   the session's synchronous calls in flight: request id -> ref
+                                   (``notifications/cancelled``)
+``<p>:l:<scope>``           zset   ``tasks/list``: ref -> createdAt (ms) of a listing scope's
+                                   tasks (2025-11-25 wire)
+``<p>:l:<scope>:ids``       hash   ref -> taskId of those tasks (``tasks/list`` must return ids)
+``<p>:l:<scope>:ev``        chan   changes of those tasks (the task hash's ``push`` field)
 ``<p>:leases``              zset   ref -> lease deadline (ms) of running tasks
 ``<p>:unclaimed``           zset   ref -> deadline (ms) by which a run must be enqueued, or
                                    once enqueued, started (claimed); claim removes it
@@ -108,6 +123,29 @@ class Keys:
     @property
     def workers(self) -> str:
         return f"{self.root}:workers"
+
+    def events(self, ref: str) -> str:
+        """The task's pub/sub channel (see ``publish`` in ``lua/_prelude.lua``)."""
+        return f"{self.task(ref)}:ev"
+
+    def session(self, sref: str) -> str:
+        return f"{self.root}:s:{sref}"
+
+    def session_out(self, sref: str) -> str:
+        return f"{self.session(sref)}:out"
+
+    def session_calls(self, sref: str) -> str:
+        return f"{self.session(sref)}:calls"
+
+    def listing(self, scope: str) -> str:
+        return f"{self.root}:l:{scope}"
+
+    def listing_ids(self, scope: str) -> str:
+        return f"{self.listing(scope)}:ids"
+
+    def listing_events(self, scope: str) -> str:
+        """The pub/sub channel of a listing scope's tasks (the session's GET stream)."""
+        return f"{self.listing(scope)}:ev"
 
     def lock(self, name: str) -> str:
         return f"{self.root}:lock:{name}"

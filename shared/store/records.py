@@ -33,6 +33,7 @@ class TaskRecord:
     sync: bool = False
     gen: int = 0
     runs: int = 0
+    reports: int = 0  # progress messages the tool reported so far
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
 
@@ -56,6 +57,7 @@ class TaskRecord:
             sync=h.get("sync") == "1",
             gen=int(h.get("gen") or 0),
             runs=int(h.get("runs") or 0),
+            reports=int(h.get("reports") or 0),
             result=_json(h.get("result"), None),
             error=_json(h.get("error"), None),
         )

@@ -25,6 +25,7 @@ NAMES = (
     "save_step",
     "sweep",
     "unlock",
+    "list_add",
 )
 
 

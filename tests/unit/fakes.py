@@ -107,7 +107,25 @@ class Reply:
     content: bytes
 
     @property
+    def streamed(self) -> bool:
+        return self.headers.get("content-type", "").startswith("text/event-stream")
+
+    @property
+    def messages(self) -> list[Any]:
+        """The JSON-RPC messages of an SSE reply, in order (keep-alive comments left out)."""
+        assert self.streamed, self.headers
+        text = self.content.decode()
+        return [orjson.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
+
+    @property
+    def keepalives(self) -> int:
+        return sum(1 for line in self.content.decode().splitlines() if line.startswith(":"))
+
+    @property
     def body(self) -> Any:
+        """The JSON-RPC response: the JSON body, or the last message of an SSE reply."""
+        if self.streamed:
+            return self.messages[-1]
         return orjson.loads(self.content)
 
     @property

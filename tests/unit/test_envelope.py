@@ -66,27 +66,6 @@ def test_unsupported_version_is_32022_with_supported_and_requested(mcp: Mcp, ver
     assert reply.error["data"] == {"supported": [PV], "requested": version}
 
 
-def test_legacy_initialize_is_32022_listing_the_supported_versions(mcp: Mcp) -> None:
-    params = {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "old", "version": "1"},
-    }
-    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    reply = mcp.raw(orjson.dumps(message), headers)
-    assert reply.code() == (400, -32022)
-    assert reply.error["data"] == {"supported": [PV], "requested": "2025-11-25"}
-    assert reply.body["id"] == 0
-
-
-def test_initialize_without_a_version_names_none_as_requested(mcp: Mcp) -> None:
-    message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
-    reply = mcp.raw(orjson.dumps(message), {"Content-Type": "application/json", "Accept": "*/*"})
-    assert reply.code() == (400, -32022)
-    assert reply.error["data"] == {"supported": [PV], "requested": None}
-
-
 # -- step 7: method lookup -----------------------------------------------------------------------
 @pytest.mark.parametrize(
     "method", ["tasks/list", "tasks/result", "resources/list", "ping", "notifications/x/y"]

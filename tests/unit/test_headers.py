@@ -82,8 +82,8 @@ def test_mismatched_mcp_name_on_tools_call_is_32020(mcp: Mcp, header: str) -> No
     assert mcp.producer.calls == []
 
 
-def test_accept_missing_task_name_does_not_cover_tools_call(make_mcp: Callable[..., Mcp]) -> None:
-    mcp = make_mcp(accept_missing_task_name=True)
+def test_a_missing_mcp_name_is_accepted_only_on_tasks(mcp: Mcp) -> None:
+    # The default accepts a missing Mcp-Name on tasks/* only: tools/call always needs it.
     assert_mismatch(mcp.call("echo", {"text": "x"}, Mcp_Name=None))
 
 
@@ -103,25 +103,22 @@ def test_mismatched_mcp_name_on_tasks_is_32020(mcp: Mcp, method: str) -> None:
 
 
 @pytest.mark.parametrize("method", TASK_METHODS)
-def test_mismatch_on_tasks_is_rejected_even_when_missing_is_accepted(
-    make_mcp: Callable[..., Mcp], method: str
-) -> None:
-    mcp = make_mcp(accept_missing_task_name=True)
+def test_mismatch_on_tasks_is_rejected_even_when_missing_is_accepted(mcp: Mcp, method: str) -> None:
     task_id = mcp.new_task()
     assert_mismatch(mcp.post(method, task_params(method, task_id), Mcp_Name="nope"))
 
 
 @pytest.mark.parametrize("method", TASK_METHODS)
-def test_missing_mcp_name_on_tasks_is_32020_by_default(mcp: Mcp, method: str) -> None:
+def test_missing_mcp_name_on_tasks_is_32020_when_required(
+    make_mcp: Callable[..., Mcp], method: str
+) -> None:
+    mcp = make_mcp(require_task_name=True)
     task_id = mcp.new_task()
     assert_mismatch(mcp.post(method, task_params(method, task_id), Mcp_Name=None))
 
 
 @pytest.mark.parametrize("method", TASK_METHODS)
-def test_missing_mcp_name_on_tasks_is_accepted_when_configured(
-    make_mcp: Callable[..., Mcp], method: str
-) -> None:
-    mcp = make_mcp(accept_missing_task_name=True)
+def test_missing_mcp_name_on_tasks_is_accepted_by_default(mcp: Mcp, method: str) -> None:
     task_id = mcp.new_task()
     reply = mcp.post(method, task_params(method, task_id), Mcp_Name=None)
     assert reply.status == 200

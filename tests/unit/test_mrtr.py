@@ -215,7 +215,7 @@ def test_mid_run_input_becomes_mrtr_and_the_retry_resumes_the_same_call(mcp: Mcp
 
 def test_mid_run_input_without_the_capability_is_32021_and_cancels(mcp: Mcp) -> None:
     mcp.producer.on_enqueue = mcp.worker.runs(asks_then_greets)
-    reply = mcp.call("quick", {"x": 1}, opt_in=False)
+    reply = mcp.call("quick", {"x": 1}, opt_in=False, Accept="application/json")
     assert reply.code() == (400, -32021)
     assert reply.error["data"] == {"requiredCapabilities": {"elicitation": {}}}
     [(_, _, ref, _, _)] = mcp.producer.enqueues

@@ -36,6 +36,13 @@ def sync_call(mcp: Mcp) -> Reply:
     mcp.producer.on_enqueue = mcp.worker.runs(
         lambda record, answers: ("completed", call_tool_result("ok").dump())
     )
+    return mcp.call("quick", {}, Accept="application/json")
+
+
+def streamed_sync_call(mcp: Mcp) -> Reply:
+    mcp.producer.on_enqueue = mcp.worker.runs(
+        lambda record, answers: ("completed", call_tool_result("ok").dump())
+    )
     return mcp.call("quick", {})
 
 
@@ -46,6 +53,7 @@ REQUESTS: dict[str, Callable[[Mcp], Reply]] = {
     "tools/call input_required": lambda mcp: mcp.call("guarded", {"target": "x"}, caps=CONFIRM),
     "tools/call isError": lambda mcp: mcp.call("echo", {}),
     "tools/call sync": sync_call,
+    "tools/call sync, streamed": streamed_sync_call,
     "tasks/get": lambda mcp: mcp.get(mcp.new_task()),
     "tasks/update": lambda mcp: task_and_ack(mcp, "tasks/update"),
     "tasks/cancel": lambda mcp: task_and_ack(mcp, "tasks/cancel"),
@@ -57,7 +65,10 @@ RESULT_TYPES = {"tools/call task": "task", "tools/call input_required": "input_r
 def test_every_result_has_a_result_type_and_server_info(mcp: Mcp, name: str) -> None:
     reply = REQUESTS[name](mcp)
     assert reply.status == 200
-    assert reply.headers["content-type"].startswith("application/json")
+    streamed = name.endswith("streamed")
+    assert reply.headers["content-type"].startswith(
+        "text/event-stream" if streamed else "application/json"
+    )
     result = reply.result
     assert result["resultType"] == RESULT_TYPES.get(name, "complete")
     info = result["_meta"][SERVER_INFO]

@@ -232,8 +232,11 @@ def test_sync_call_returns_the_call_tool_result(mcp: Mcp, tool: str, opt_in: boo
 def test_sync_call_failure_is_the_json_rpc_error(mcp: Mcp) -> None:
     error = {"code": -32602, "message": "bad input", "data": {"field": "x"}}
     mcp.producer.on_enqueue = mcp.worker.runs(lambda record, answers: ("failed", error))
-    reply = mcp.call("echo", {"text": "x"}, opt_in=False)
+    reply = mcp.call("echo", {"text": "x"}, opt_in=False, Accept="application/json")
     assert reply.code() == (400, -32602)
+    # On a stream the HTTP status went out with the first byte: the error is its last message.
+    streamed = mcp.call("echo", {"text": "x"}, opt_in=False)
+    assert streamed.streamed and streamed.code() == (200, -32602)
     assert reply.error == error
 
 
@@ -246,7 +249,7 @@ def test_sync_call_internal_failure_is_32603_with_200(mcp: Mcp) -> None:
 def test_sync_call_timeout_cancels_and_revokes(make_mcp: Callable[..., Mcp]) -> None:
     mcp = make_mcp(sync_timeout_s=0.3)
     started = time.monotonic()
-    reply = mcp.call("echo", {"text": "x"}, opt_in=False)
+    reply = mcp.call("echo", {"text": "x"}, opt_in=False, Accept="application/json")
     assert time.monotonic() - started < 3
     assert reply.code() == (200, -32603)
     assert "did not finish" in reply.error["message"]
@@ -272,6 +275,6 @@ def test_sync_call_timeout_reports_the_timeout_even_if_revoke_fails(
         raise ConnectionError("broker down")
 
     monkeypatch.setattr(mcp.producer, "revoke", broken)
-    reply = mcp.call("echo", {"text": "x"}, opt_in=False)
+    reply = mcp.call("echo", {"text": "x"}, opt_in=False, Accept="application/json")
     assert reply.code() == (200, -32603)
     assert "did not finish" in reply.error["message"]

@@ -26,6 +26,17 @@ local function fence(task_key, gen)
   return nil
 end
 
+-- Push: every change a client can see is published on the task's channel (`<task key>:ev`),
+-- and on its listing scope's channel when it has one (field `push`), inside the script that
+-- makes it. A subscriber that subscribes first and reads the task second therefore misses
+-- nothing: a change is either in what it read or in a message after it. The message is the
+-- task key. (A channel is not a key: a script may publish on one it was not given.)
+local function publish(task_key)
+  redis.call('PUBLISH', task_key .. ':ev', task_key)
+  local scope = redis.call('HGET', task_key, 'push')
+  if scope then redis.call('PUBLISH', scope, task_key) end
+end
+
 -- Operational counters (the `stats` hash, see shared/store/keys.py): always the last key.
 local function stat(field, n)
   if n ~= 0 then redis.call('HINCRBY', KEYS[#KEYS], field, n) end

@@ -21,8 +21,9 @@ expire_with_task(KEYS[1], KEYS[3])
 stat('inputs', -applied)
 redis.call('HSET', KEYS[1], 'updated_ms', now)
 redis.call('LPUSH', KEYS[4], 'answer'); arm_signal(KEYS[1], KEYS[4])
-if redis.call('HLEN', KEYS[2]) > 0 then return {'PARTIAL'} end
+if redis.call('HLEN', KEYS[2]) > 0 then publish(KEYS[1]); return {'PARTIAL'} end
 redis.call('HSET', KEYS[1], 'status', 'working')
+publish(KEYS[1])
 stat('state:input_required', -1); stat('state:working', 1)
 -- A parked task has no run to wake: it goes back on the unclaimed watch list here, in the
 -- same step, so a web process that dies before enqueueing it is covered by the sweeper.

@@ -15,6 +15,7 @@ stat('inputs', -redis.call('HLEN', KEYS[2]))
 -- Outstanding requests go in the same step as the status: a tasks/update racing this cancel
 -- then finds nothing to answer (IGNORED) and cannot make the task working again.
 redis.call('DEL', KEYS[2])
+publish(KEYS[1])
 redis.call('LPUSH', KEYS[3], 'cancel'); arm_signal(KEYS[1], KEYS[3])
 if cur[4] == '1' then redis.call('LPUSH', KEYS[4], 'cancelled'); arm_signal(KEYS[1], KEYS[4]) end
 redis.call('ZREM', KEYS[5], ARGV[2]); redis.call('ZREM', KEYS[6], ARGV[2])

@@ -13,6 +13,7 @@ stat('inputs', -redis.call('HLEN', KEYS[2]))
 redis.call('HSET', KEYS[1], 'status', ARGV[3], ARGV[4], ARGV[5], 'updated_ms', now, 'lease', 0)
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'msg', ARGV[6]) end
 redis.call('DEL', KEYS[2], KEYS[3])
+publish(KEYS[1])
 redis.call('ZREM', KEYS[5], ARGV[1]); redis.call('ZREM', KEYS[6], ARGV[1])
 redis.call('ZREM', KEYS[7], ARGV[1]); redis.call('ZREM', KEYS[8], ARGV[1])
 if redis.call('HGET', KEYS[1], 'sync') == '1' then

@@ -26,6 +26,7 @@ if added > 0 then
     stat('state:working', -1); stat('state:input_required', 1)
   end
   redis.call('HSET', KEYS[1], 'status', 'input_required', 'updated_ms', now)
+  publish(KEYS[1])
   if redis.call('HGET', KEYS[1], 'sync') == '1' then
     redis.call('LPUSH', KEYS[4], 'input_required'); arm_signal(KEYS[1], KEYS[4])
   end

@@ -1,0 +1,264 @@
+"""2025-era connections: ``initialize``, the ``Mcp-Session-Id`` session, and every message a
+session's client POSTs (requests, notifications, and responses to the server's own requests).
+
+Telling the eras apart (``is_legacy``): a body with the 2026-07-28 ``_meta`` envelope is served
+as today whatever else it carries; otherwise ``initialize``, an ``Mcp-Session-Id`` header, a
+JSON-RPC response, or a 2025 ``MCP-Protocol-Version`` header make it a 2025-era message.
+
+Sessions live in Redis (``shared.store.sessions``), so any replica serves any session: an
+unknown or expired one is HTTP 404 (the client starts over with ``initialize``); ``DELETE`` ends
+one. JSON-RPC errors go out with HTTP 200, as 2025-era clients expect (their transports treat a
+4xx as a broken connection, not as an answer).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from typing import Any
+
+from frontend import envelope, replies, streams
+from frontend.envelope import RequestError, RpcRequest
+from frontend.http_types import HttpReply, HttpRequest
+from frontend.legacy import methods
+from frontend.services import DISCONNECTED, REQUEST_ID, Services
+from frontend.streams import StreamReply
+from shared import jsonutil
+from shared.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    McpError,
+)
+from shared.protocol import (
+    LEGACY_LATEST,
+    LEGACY_TASKS_VERSION,
+    LEGACY_VERSIONS,
+    META_PROTOCOL_VERSION,
+)
+from shared.store import Session, task_ref
+from shared.wire import LegacyTask, legacy_dump
+
+log = logging.getLogger("mcpq.web")
+
+SESSION_HEADER = "Mcp-Session-Id"
+#: JSON-RPC error code of an unknown session, as the SDKs send it (with HTTP 404).
+SESSION_NOT_FOUND = -32001
+
+
+def is_legacy(req: HttpRequest, message: dict[str, Any]) -> bool:
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if isinstance(meta, dict) and META_PROTOCOL_VERSION in meta:
+        return False  # the 2026-07-28 envelope decides, whatever the headers say
+    if message.get("method") == "initialize" or req.header("mcp-session-id") is not None:
+        return True
+    if "method" not in message and ("result" in message or "error" in message):
+        return True  # a response to one of our requests
+    return req.header("mcp-protocol-version") in LEGACY_VERSIONS
+
+
+def negotiate(requested: Any) -> str:
+    """The client's version when we speak it, else the newest we speak (the client then
+    decides whether it can go on)."""
+    return requested if requested in LEGACY_VERSIONS else LEGACY_LATEST
+
+
+def listing_scope(principal: str, sref: str) -> str:
+    """Whose tasks ``tasks/list`` shows: the principal's once authentication names one; an
+    anonymous client sees its own session's tasks only (ids are bearer tokens: anonymous
+    clients must not list each other's)."""
+    if principal == "anonymous":
+        return f"s.{sref}"
+    return "p." + hashlib.sha256(principal.encode()).hexdigest()[:32]
+
+
+class LegacyEndpoint:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.ttl_ms = int(services.settings.session_ttl_s * 1000)
+
+    # -- replies ---------------------------------------------------------------------------------
+    def reply(
+        self,
+        rid: int | str | None,
+        *,
+        result: Any = None,
+        error: McpError | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> HttpReply:
+        message = replies.response(
+            rid, result=result, error=error, server_info=self.services.server_info, legacy=True
+        )
+        status = error.http_status if error is not None and error.http_status >= 500 else 200
+        return HttpReply(status, jsonutil.dumpb(message), headers=headers or {})
+
+    def _refuse(self, status: int, code: int, text: str) -> HttpReply:
+        body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": text}}
+        return HttpReply(status, jsonutil.dumpb(body))
+
+    # -- the way in ------------------------------------------------------------------------------
+    async def handle(
+        self, req: HttpRequest, message: dict[str, Any]
+    ) -> tuple[HttpReply, RpcRequest | None, int | None]:
+        if message.get("method") == "initialize" and "id" in message:
+            return await self._initialize(req, message)
+        session = await self.session_of(req)
+        if isinstance(session, HttpReply):
+            return session, None, None
+        if "method" not in message:
+            await self._route_response(session, message)
+            return HttpReply(202, b"", None), None, None
+        if "id" not in message:
+            await self._notification(session, message)
+            return HttpReply(202, b"", None), None, None
+        try:
+            rid = envelope.request_id(message)
+        except RequestError as exc:
+            return self.reply(None, error=exc.error), None, exc.error.code
+        params = message.get("params", {})
+        if not isinstance(params, dict):
+            error = McpError(INVALID_PARAMS, "Invalid params: params must be an object")
+            return self.reply(rid, error=error), None, error.code
+        rpc = RpcRequest(
+            rid,
+            message["method"],
+            params,
+            session.caps,
+            version=session.version,
+            session=session,
+            streams=envelope.accepts_stream(req),
+        )
+        return await self._dispatch(rpc), rpc, None
+
+    async def _dispatch(self, rpc: RpcRequest) -> HttpReply:
+        handler = methods.for_version(rpc.version).get(rpc.method)
+        if handler is None:
+            error = McpError(METHOD_NOT_FOUND, f"Method not found: {rpc.method}")
+            return self.reply(rpc.id, error=error)
+        try:
+            result = await handler(self.services, rpc)
+        except McpError as exc:
+            return self.reply(rpc.id, error=exc)
+        except Exception:
+            log.exception("unhandled error", extra={"method": rpc.method})
+            return self.reply(rpc.id, error=McpError(INTERNAL_ERROR, "Internal error"))
+        if isinstance(result, StreamReply):
+            return HttpReply(200, b"", "text/event-stream", stream=result.events)
+        return self.reply(rpc.id, result=result)
+
+    # -- sessions --------------------------------------------------------------------------------
+    async def _initialize(
+        self, req: HttpRequest, message: dict[str, Any]
+    ) -> tuple[HttpReply, RpcRequest | None, int | None]:
+        try:
+            rid = envelope.request_id(message)
+        except RequestError as exc:
+            return self.reply(None, error=exc.error), None, exc.error.code
+        params = message.get("params")
+        if not isinstance(params, dict) or not isinstance(params.get("capabilities", {}), dict):
+            error = McpError(INVALID_PARAMS, "Invalid params: initialize needs capabilities")
+            return self.reply(rid, error=error), None, error.code
+        version = negotiate(params.get("protocolVersion"))
+        session_id = secrets.token_urlsafe(32)  # a bearer, like a taskId: stored hashed
+        sref = task_ref(session_id)
+        principal = self.services.principal()
+        session = Session(
+            sref,
+            version,
+            dict(params.get("capabilities") or {}),
+            principal,
+            listing_scope(principal, sref),
+        )
+        await self.services.tasks.store.open_session(session, self.ttl_ms)
+        rpc = RpcRequest(rid, "initialize", params, session.caps, version=version, session=session)
+        result = methods.initialized(self.services, version)
+        log.info("session opened", extra={"protocol_version": version})
+        return self.reply(rid, result=result, headers={SESSION_HEADER: session_id}), rpc, None
+
+    async def session_of(self, req: HttpRequest) -> Session | HttpReply:
+        """The request's session (its TTL slid forward), or the reply that refuses it."""
+        session_id = req.header("mcp-session-id")
+        if session_id is None:
+            return self._refuse(
+                400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"
+            )
+        session = await self.services.tasks.store.touch_session(task_ref(session_id), self.ttl_ms)
+        if session is None:
+            return self._refuse(404, SESSION_NOT_FOUND, "Session not found")
+        version = req.header("mcp-protocol-version")
+        if version is not None and version != session.version:
+            text = f"Bad Request: MCP-Protocol-Version {version!r} is not this session's"
+            return self._refuse(400, INVALID_REQUEST, text)
+        return session
+
+    async def end(self, req: HttpRequest) -> HttpReply:
+        """``DELETE /mcp``: the session ends; its tasks do not (they have their own TTL)."""
+        session_id = req.header("mcp-session-id")
+        if session_id is None:
+            return self._refuse(
+                400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"
+            )
+        if not await self.services.tasks.store.end_session(task_ref(session_id)):
+            return self._refuse(404, SESSION_NOT_FOUND, "Session not found")
+        return HttpReply(204, b"", None)
+
+    async def listen(self, req: HttpRequest) -> HttpReply:
+        """``GET /mcp``: the session's standalone stream. A 2025-11-25 session gets
+        ``notifications/tasks/status`` (the full task) for each change of a task it created;
+        older sessions have nothing to be told (405, which the spec allows)."""
+        session = await self.session_of(req)
+        if isinstance(session, HttpReply):
+            return session
+        if session.version < LEGACY_TASKS_VERSION:
+            return HttpReply(405, b"", None, {"Allow": "POST, DELETE"})
+        store, principal = self.services.tasks.store, session.principal
+
+        async def render(ref: str) -> dict[str, Any] | None:
+            listed = await store.listed(session.scope, ref, principal)
+            if listed is None:
+                return None
+            task = legacy_dump(LegacyTask.of(listed.record, listed.task_id))
+            return replies.notification("notifications/tasks/status", task)
+
+        events = streams.watch_stream(
+            self.services, scope=session.scope, render=render, gone=DISCONNECTED.get()
+        )
+        return HttpReply(200, b"", "text/event-stream", stream=events)
+
+    # -- what the client sends that is not a request ---------------------------------------------
+    async def _route_response(self, session: Session, message: dict[str, Any]) -> None:
+        """The client's answer to an ``elicitation/create`` / ``sampling/createMessage`` we sent
+        on some replica's stream: deliver it to the waiting run, as ``tasks/update`` would."""
+        out_id = message.get("id")
+        if not isinstance(out_id, str):
+            return  # not one of ours (ours are strings): nothing waits for it
+        store, tasks = self.services.tasks.store, self.services.tasks
+        target = await store.take_outgoing(session.sref, out_id)
+        if target is None:
+            return  # answered already, or expired with the session
+        if isinstance(message.get("result"), dict):
+            await tasks.answer(
+                session.principal, target.ref, {target.key: message["result"]}, REQUEST_ID.get()
+            )
+            return
+        # An error instead of an answer: the client will not answer; the run cannot go on.
+        error = message.get("error")
+        text = str(error.get("message", "")) if isinstance(error, dict) else ""
+        reason = f"the client refused the input request: {text[:200]}"
+        await tasks.cancel(session.principal, target.ref, reason)
+
+    async def _notification(self, session: Session, message: dict[str, Any]) -> None:
+        """``notifications/cancelled`` stops the named synchronous call's run (any replica);
+        every other notification (``notifications/initialized`` …) needs nothing."""
+        if message.get("method") != "notifications/cancelled":
+            return
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+            return
+        ref = await self.services.tasks.store.find_call(session.sref, str(request_id))
+        if ref is not None:
+            await self.services.tasks.cancel(session.principal, ref, streams.CLIENT_CANCELLED)

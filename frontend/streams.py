@@ -1,0 +1,236 @@
+"""Replies that stream (SSE): a task followed until it ends, told to the client as it goes.
+
+One loop, :func:`follow`, serves a synchronous ``tools/call`` (its hidden task) and the
+2025-11-25 ``tasks/result``. While the task runs it sends ``notifications/progress`` for each
+``ctx.report`` (when the request carried a ``progressToken``), a keep-alive comment whenever
+nothing else was sent for ``MCPQ_SSE_KEEPALIVE_S`` (proxies cut idle streams: Heroku's router
+after 30 s with no first byte, 55 s between bytes), and, on a 2025-era session, the tool's input
+requests as server→client requests; the client's answers come back as POSTed JSON-RPC responses
+on any replica (``frontend.legacy``). It ends with the JSON-RPC response. A 2026-07-28 call has
+no server→client requests: its stream ends with the MRTR ``input_required`` result instead.
+
+The loop learns of changes from the task's pub/sub channel and re-reads the task on every
+message and at least every keep-alive interval, so a lost message delays, never loses, an event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from frontend import replies
+from frontend.envelope import RpcRequest
+from frontend.replies import Message
+from frontend.services import Services
+from shared.errors import INTERNAL_ERROR, McpError
+from shared.protocol import META_RELATED_TASK
+from shared.store import Outgoing, TaskRecord, TaskStatus, Watch
+from shared.tools import missing_capabilities
+from shared.wire import Result
+
+Events = AsyncIterator[Message | None]
+#: The status message of a call cancelled by ``notifications/cancelled``: its stream then ends
+#: without a response (the spec: a cancelled request gets none).
+CLIENT_CANCELLED = "Cancelled by the client (notifications/cancelled)"
+
+
+@dataclass
+class StreamReply:
+    """A handler's answer given as an SSE stream (see :class:`frontend.http_types.HttpReply`)."""
+
+    events: Events
+
+
+@dataclass
+class Follow:
+    """What to follow and how it ends.
+
+    ``final``: the result of the ended task (or raises its error). ``on_input``: a 2026-07-28
+    call answers input requests with this result (MRTR) and ends. ``abandon``: a call's run is
+    stopped when its stream ends before the task (the client left, the stream's time is up); a
+    task followed by ``tasks/result`` lives on. ``related_task``: the taskId put in the
+    related-task ``_meta`` of every server→client request and of the final result.
+    """
+
+    ref: str
+    final: Callable[[TaskRecord], Result]
+    on_input: Callable[[dict[str, Any]], Awaitable[Result]] | None = None
+    abandon: Callable[[str], Awaitable[None]] | None = None
+    related_task: str | None = None
+    gone: asyncio.Event | None = None
+
+
+def _progress(rpc: RpcRequest, record: TaskRecord) -> Message:
+    params: dict[str, Any] = {"progressToken": rpc.progress_token, "progress": record.reports}
+    if record.message:
+        params["message"] = record.message
+    return replies.notification("notifications/progress", params)
+
+
+def follow(services: Services, rpc: RpcRequest, spec: Follow) -> Events:
+    return _Follower(services, rpc, spec).events()
+
+
+class _Follower:
+    """The state of one followed task: what was sent, and when."""
+
+    def __init__(self, services: Services, rpc: RpcRequest, spec: Follow) -> None:
+        self.services, self.rpc, self.spec = services, rpc, spec
+        s = services.settings
+        self.keepalive_s = s.sse_keepalive_s
+        self.deadline = time.monotonic() + s.stream_max_s if s.stream_max_s > 0 else float("inf")
+        self.reported = 0
+        self.asked: set[str] = set()
+        self.sent_at = time.monotonic()
+        self.ended = False
+
+    def answer(self, result: Result | None = None, error: McpError | None = None) -> Message:
+        """The stream's last message, the JSON-RPC response."""
+        self.ended = True
+        return replies.response(
+            self.rpc.id,
+            result=result,
+            error=error,
+            server_info=self.services.server_info,
+            legacy=self.rpc.legacy,
+        )
+
+    async def events(self) -> Events:
+        spec = self.spec
+        try:
+            async with self.services.tasks.store.watch([spec.ref]) as watch:
+                while True:
+                    async for message in self._step():
+                        yield message
+                    if self.ended:
+                        return
+                    async for message in self._quiet(watch):
+                        yield message
+                    if self.ended or (spec.gone is not None and spec.gone.is_set()):
+                        return
+        finally:
+            if not self.ended and spec.abandon is not None:
+                # The stream ended before the task did (the client went away, or the stream
+                # was closed under us): the spec makes that a cancellation of this request.
+                await asyncio.shield(spec.abandon("the client disconnected"))
+
+    async def _step(self) -> Events:
+        """Read the task and send what is new: progress, input requests, or the end."""
+        spec, rpc = self.spec, self.rpc
+        record, inputs = await self.services.tasks.get(self.services.principal(), spec.ref)
+        if rpc.progress_token is not None and record.reports > self.reported:
+            self.reported = record.reports
+            self.sent_at = time.monotonic()
+            yield _progress(rpc, record)
+        if record.terminal:
+            if record.status is TaskStatus.CANCELLED and record.message == CLIENT_CANCELLED:
+                self.ended = True
+                return
+            try:
+                yield self.answer(spec.final(record))
+            except McpError as exc:
+                yield self.answer(error=exc)
+            return
+        if record.status is TaskStatus.INPUT_REQUIRED and inputs:
+            if spec.on_input is not None:  # 2026-07-28: MRTR ends the call's stream
+                try:
+                    yield self.answer(await spec.on_input(inputs))
+                except McpError as exc:
+                    yield self.answer(error=exc)
+                return
+            async for message in self._ask_new(inputs):
+                yield message
+
+    async def _ask_new(self, inputs: dict[str, Any]) -> Events:
+        fresh = {k: r for k, r in inputs.items() if k not in self.asked}
+        missing = missing_capabilities(fresh.values(), self.rpc.caps)
+        if missing and self.spec.abandon is not None:
+            # Never ask what the session cannot answer: the call fails instead of hanging.
+            await self.spec.abandon("client cannot answer the tool's input request")
+            names = ", ".join(sorted(missing))
+            text = f"The tool asks for input this session did not declare ({names})"
+            yield self.answer(error=McpError(INTERNAL_ERROR, text))
+            return
+        for key, request in fresh.items():
+            yield await _ask(self.services, self.rpc, self.spec, key, request)
+            self.asked.add(key)
+            self.sent_at = time.monotonic()
+
+    async def _quiet(self, watch: Watch) -> Events:
+        """Wait for a change; a keep-alive when quiet for long; the end of the stream's time."""
+        spec = self.spec
+        while not (spec.gone is not None and spec.gone.is_set()):
+            now = time.monotonic()
+            if now >= self.deadline:
+                if spec.abandon is not None:
+                    await spec.abandon("the call's stream reached MCPQ_STREAM_MAX_S")
+                limit = self.services.settings.stream_max_s
+                text = f"No result within MCPQ_STREAM_MAX_S ({limit:g} s)"
+                yield self.answer(error=McpError(INTERNAL_ERROR, text))
+                return
+            quiet_left = self.keepalive_s - (now - self.sent_at)
+            if quiet_left <= 0:
+                self.sent_at = time.monotonic()
+                yield None
+                return  # and re-read the task: the fallback for a lost message
+            if await watch.next(min(quiet_left, self.deadline - now, 1.0)) is not None:
+                return
+
+
+async def _ask(
+    services: Services, rpc: RpcRequest, spec: Follow, key: str, request: dict[str, Any]
+) -> Message:
+    """A server→client request for one input request; its answer is routed back by id."""
+    assert rpc.session is not None
+    out_id = f"mcpq-{secrets.token_urlsafe(12)}"
+    ttl_ms = int(services.settings.session_ttl_s * 1000)
+    await services.tasks.store.put_outgoing(
+        rpc.session.sref, out_id, Outgoing(spec.ref, key), ttl_ms
+    )
+    params = dict(request.get("params") or {})
+    if spec.related_task is not None:
+        params["_meta"] = {
+            **params.get("_meta", {}),
+            META_RELATED_TASK: {"taskId": spec.related_task},
+        }
+    return replies.request(out_id, str(request.get("method")), params)
+
+
+Render = Callable[[str], Awaitable[Message | None]]
+
+
+async def watch_stream(
+    services: Services,
+    *,
+    refs: list[str] | None = None,
+    scope: str | None = None,
+    render: Render,
+    first: list[Message] | None = None,
+    gone: asyncio.Event | None = None,
+) -> Events:
+    """A notification stream (``subscriptions/listen``; a 2025-11-25 session's ``GET``): the
+    ``first`` messages, then one rendered message per change of a watched task, keep-alives
+    when quiet, until the client leaves or ``MCPQ_STREAM_MAX_S`` passes."""
+    s = services.settings
+    deadline = time.monotonic() + s.stream_max_s if s.stream_max_s > 0 else float("inf")
+    async with services.tasks.store.watch(refs or [], [scope] if scope else []) as watch:
+        for message in first or []:
+            yield message
+        sent_at = time.monotonic()
+        while not (gone is not None and gone.is_set()):
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            quiet_left = s.sse_keepalive_s - (now - sent_at)
+            if quiet_left <= 0:
+                sent_at = time.monotonic()
+                yield None
+                continue
+            ref = await watch.next(min(quiet_left, deadline - now, 1.0))
+            if ref is not None and (rendered := await render(ref)) is not None:
+                sent_at = time.monotonic()
+                yield rendered

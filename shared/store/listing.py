@@ -1,0 +1,97 @@
+"""``tasks/list`` (the 2025-11-25 wire): a scope's tasks, oldest first, one page at a time.
+
+A scope is an index of the tasks one principal (or one anonymous session) created over that
+wire, with their taskIds. Pages are cut by a cursor naming the last entry shown
+(``createdAt`` and ref), so a task created while a client pages through never shifts a page.
+Entries whose task has expired leave the index when a page finds them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from shared.store.calls import PipelineCall, Queue, ScriptCall
+from shared.store.keys import Keys
+from shared.store.records import TaskRecord
+
+#: Entries read per page beyond the page size, to step over tasks that are gone.
+_SLACK = 50
+
+
+@dataclass(frozen=True)
+class Listed:
+    task_id: str
+    record: TaskRecord
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a page ended: the last entry shown."""
+
+    created_ms: int
+    ref: str
+
+
+def add(
+    k: Keys, scope: str, ref: str, task_id: str, created_ms: int, ttl_ms: int | None
+) -> ScriptCall[None]:
+    return ScriptCall(
+        "list_add",
+        [k.listing(scope), k.listing_ids(scope), k.task(ref)],
+        [ref, task_id, created_ms, "" if ttl_ms is None else ttl_ms, k.listing_events(scope)],
+        lambda reply: None,
+    )
+
+
+def window(
+    k: Keys, scope: str, after: Position | None, size: int
+) -> PipelineCall[list[tuple[str, int]]]:
+    """Candidate entries after ``after`` (ref, createdAt), in index order."""
+    low = "-inf" if after is None else str(after.created_ms)
+    key = k.listing(scope)
+
+    def parse(replies: list[Any]) -> list[tuple[str, int]]:
+        found = [(str(ref), int(score)) for ref, score in replies[0]]
+        if after is None:
+            return found
+        # Same createdAt: Redis orders members by ref, so "after" is (score, ref) order.
+        return [(r, s) for r, s in found if (s, r) > (after.created_ms, after.ref)]
+
+    def command(p: Any) -> Any:
+        return p.zrangebyscore(key, low, "+inf", start=0, num=size + _SLACK, withscores=True)
+
+    return PipelineCall([command], parse)
+
+
+def _hgetall(key: str) -> Queue:
+    return lambda p: p.hgetall(key)
+
+
+def read(k: Keys, scope: str, refs: list[str]) -> PipelineCall[tuple[list[Listed], list[str]]]:
+    """The tasks and ids of ``refs`` in order, and the refs whose task is gone."""
+    ids_key = k.listing_ids(scope)
+    commands: list[Queue] = [lambda p: p.hmget(ids_key, refs)] if refs else []
+    commands += [_hgetall(k.task(ref)) for ref in refs]
+
+    def parse(replies: list[Any]) -> tuple[list[Listed], list[str]]:
+        if not refs:
+            return [], []
+        ids, hashes = replies[0], replies[1:]
+        listed, gone = [], []
+        for ref, task_id, h in zip(refs, ids, hashes, strict=True):
+            if h and task_id:
+                listed.append(Listed(str(task_id), TaskRecord.from_hash(ref, h)))
+            else:
+                gone.append(ref)
+        return listed, gone
+
+    return PipelineCall(commands, parse)
+
+
+def forget(k: Keys, scope: str, refs: list[str]) -> PipelineCall[None]:
+    commands: list[Queue] = [
+        lambda p: p.zrem(k.listing(scope), *refs),
+        lambda p: p.hdel(k.listing_ids(scope), *refs),
+    ]
+    return PipelineCall(commands if refs else [], lambda replies: None)

@@ -1,0 +1,123 @@
+"""2025-era sessions (``Mcp-Session-Id``) and what hangs off them, as store calls.
+
+A session is what a 2025-era client declared in ``initialize`` (protocol version, client
+capabilities) plus who it is (principal) and its ``tasks/list`` scope. It lives in Redis so any
+web replica serves any session, under the hash of its id (the id is a bearer, like a taskId),
+with a sliding TTL renewed by every request. Two small maps hang off it, expiring with it: the
+server→client requests in flight on its streams (where each answer goes) and its synchronous
+calls in flight (what ``notifications/cancelled`` cancels).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from shared import jsonutil
+from shared.store.calls import PipelineCall, Queue
+from shared.store.keys import Keys
+
+
+@dataclass(frozen=True)
+class Session:
+    """One 2025-era session, as ``initialize`` made it."""
+
+    sref: str  # the storage ref of the session id (task_ref of it)
+    version: str
+    caps: dict[str, Any]
+    principal: str
+    scope: str  # the tasks/list scope of its tasks
+
+    @classmethod
+    def from_hash(cls, sref: str, h: dict[str, str]) -> Session:
+        return cls(sref, h["version"], jsonutil.loads(h["caps"]), h["principal"], h["scope"])
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A server→client request in flight: the answer goes to task ``ref``, input ``key``."""
+
+    ref: str
+    key: str
+
+
+def _keys(k: Keys, sref: str) -> tuple[str, str, str]:
+    return k.session(sref), k.session_out(sref), k.session_calls(sref)
+
+
+def _pexpire(key: str, ttl_ms: int) -> Queue:
+    return lambda p: p.pexpire(key, ttl_ms)
+
+
+def open_session(k: Keys, session: Session, ttl_ms: int) -> PipelineCall[None]:
+    fields = {
+        "version": session.version,
+        "caps": jsonutil.dumps(session.caps),
+        "principal": session.principal,
+        "scope": session.scope,
+    }
+    key = k.session(session.sref)
+    commands: list[Queue] = [
+        lambda p: p.hset(key, mapping=fields),
+        lambda p: p.pexpire(key, ttl_ms),
+    ]
+    return PipelineCall(commands, lambda replies: None)
+
+
+def touch_session(k: Keys, sref: str, ttl_ms: int) -> PipelineCall[Session | None]:
+    """The session, its TTL slid forward (all its keys), or ``None`` when unknown or expired."""
+    keys = _keys(k, sref)
+    commands: list[Queue] = [lambda p: p.hgetall(keys[0])]
+    commands += [_pexpire(key, ttl_ms) for key in keys]
+
+    def parse(replies: list[Any]) -> Session | None:
+        return Session.from_hash(sref, replies[0]) if replies[0] else None
+
+    return PipelineCall(commands, parse)
+
+
+def end_session(k: Keys, sref: str) -> PipelineCall[bool]:
+    keys = _keys(k, sref)
+    return PipelineCall([lambda p: p.delete(*keys)], lambda replies: int(replies[0]) > 0)
+
+
+def put_outgoing(
+    k: Keys, sref: str, out_id: str, target: Outgoing, ttl_ms: int
+) -> PipelineCall[None]:
+    key = k.session_out(sref)
+    value = jsonutil.dumps({"ref": target.ref, "key": target.key})
+    commands: list[Queue] = [lambda p: p.hset(key, out_id, value), lambda p: p.pexpire(key, ttl_ms)]
+    return PipelineCall(commands, lambda replies: None)
+
+
+def take_outgoing(k: Keys, sref: str, out_id: str) -> PipelineCall[Outgoing | None]:
+    """Where the client's response to ``out_id`` goes; the entry is consumed. (Two racing
+    copies of one response may both read it: the answer script keeps only the first.)"""
+    key = k.session_out(sref)
+
+    def parse(replies: list[Any]) -> Outgoing | None:
+        if not replies[0]:
+            return None
+        found = jsonutil.loads(replies[0])
+        return Outgoing(str(found["ref"]), str(found["key"]))
+
+    return PipelineCall([lambda p: p.hget(key, out_id), lambda p: p.hdel(key, out_id)], parse)
+
+
+def put_call(k: Keys, sref: str, request_id: str, ref: str, ttl_ms: int) -> PipelineCall[None]:
+    key = k.session_calls(sref)
+    commands: list[Queue] = [
+        lambda p: p.hset(key, request_id, ref),
+        lambda p: p.pexpire(key, ttl_ms),
+    ]
+    return PipelineCall(commands, lambda replies: None)
+
+
+def drop_call(k: Keys, sref: str, request_id: str) -> PipelineCall[None]:
+    key = k.session_calls(sref)
+    return PipelineCall([lambda p: p.hdel(key, request_id)], lambda replies: None)
+
+
+def find_call(k: Keys, sref: str, request_id: str) -> PipelineCall[str | None]:
+    key = k.session_calls(sref)
+    return PipelineCall([lambda p: p.hget(key, request_id)], lambda replies: replies[0] or None)
