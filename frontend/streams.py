@@ -210,16 +210,24 @@ async def watch_stream(
     scope: str | None = None,
     render: Render,
     first: list[Message] | None = None,
+    snapshot: bool = False,
     gone: asyncio.Event | None = None,
+    alive: Callable[[], Awaitable[bool]] | None = None,
 ) -> Events:
     """A notification stream (``subscriptions/listen``; a 2025-11-25 session's ``GET``): the
-    ``first`` messages, then one rendered message per change of a watched task, keep-alives
-    when quiet, until the client leaves or ``MCPQ_STREAM_MAX_S`` passes."""
+    ``first`` messages, with ``snapshot`` each watched task as it is now (one that ended already
+    is reported too; it is read after subscribing, so no change falls in between), then one
+    rendered message per change of a watched task, keep-alives
+    when quiet, until the client leaves, ``alive()`` (asked at each keep-alive) says no, or
+    ``MCPQ_STREAM_MAX_S`` passes."""
     s = services.settings
     deadline = time.monotonic() + s.stream_max_s if s.stream_max_s > 0 else float("inf")
     async with services.tasks.store.watch(refs or [], [scope] if scope else []) as watch:
         for message in first or []:
             yield message
+        for watched in refs or [] if snapshot else []:
+            if (now_message := await render(watched)) is not None:
+                yield now_message
         sent_at = time.monotonic()
         while not (gone is not None and gone.is_set()):
             now = time.monotonic()
@@ -227,10 +235,12 @@ async def watch_stream(
                 return
             quiet_left = s.sse_keepalive_s - (now - sent_at)
             if quiet_left <= 0:
+                if alive is not None and not await alive():
+                    return  # e.g. the session was ended (DELETE) on some replica
                 sent_at = time.monotonic()
                 yield None
                 continue
-            ref = await watch.next(min(quiet_left, deadline - now, 1.0))
-            if ref is not None and (rendered := await render(ref)) is not None:
+            changed = await watch.next(min(quiet_left, deadline - now, 1.0))
+            if changed is not None and (rendered := await render(changed)) is not None:
                 sent_at = time.monotonic()
                 yield rendered

@@ -214,6 +214,9 @@ class LegacyEndpoint:
             return session
         if session.version < LEGACY_TASKS_VERSION:
             return HttpReply(405, b"", None, {"Allow": "POST, DELETE"})
+        if not envelope.accepts_stream(req):
+            text = b"Not Acceptable: the GET stream needs Accept: text/event-stream"
+            return HttpReply(406, text, "text/plain; charset=utf-8")
         store, principal = self.services.tasks.store, session.principal
 
         async def render(ref: str) -> dict[str, Any] | None:
@@ -223,8 +226,15 @@ class LegacyEndpoint:
             task = legacy_dump(LegacyTask.of(listed.record, listed.task_id))
             return replies.notification("notifications/tasks/status", task)
 
+        async def alive() -> bool:
+            return await store.touch_session(session.sref, self.ttl_ms) is not None
+
         events = streams.watch_stream(
-            self.services, scope=session.scope, render=render, gone=DISCONNECTED.get()
+            self.services,
+            scope=session.scope,
+            render=render,
+            gone=DISCONNECTED.get(),
+            alive=alive,
         )
         return HttpReply(200, b"", "text/event-stream", stream=events)
 

@@ -80,6 +80,11 @@ async def listen(services: Services, req: RpcRequest) -> StreamReply:
         return replies.notification("notifications/tasks", {"_meta": meta, **task})
 
     events = watch_stream(
-        services, refs=list(accepted), render=render, first=[ack], gone=DISCONNECTED.get()
+        services,
+        refs=list(accepted),
+        render=render,
+        first=[ack],
+        snapshot=True,
+        gone=DISCONNECTED.get(),
     )
     return StreamReply(events)
