@@ -62,6 +62,9 @@ class Follow:
     abandon: Callable[[str], Awaitable[None]] | None = None
     related_task: str | None = None
     gone: asyncio.Event | None = None
+    #: How long to follow (default ``MCPQ_STREAM_MAX_S``), and the error once that is up.
+    limit_s: float | None = None
+    limit_text: str = "No result within MCPQ_STREAM_MAX_S"
 
 
 def _progress(rpc: RpcRequest, record: TaskRecord) -> Message:
@@ -75,6 +78,21 @@ def follow(services: Services, rpc: RpcRequest, spec: Follow) -> Events:
     return _Follower(services, rpc, spec).events()
 
 
+async def settle(services: Services, rpc: RpcRequest, spec: Follow) -> Result:
+    """The same following, for a plain JSON reply: its end as a result, or raised as an error.
+    (What a stream would send on the way, progress and keep-alives, has nowhere to go.)"""
+    follower = _Follower(services, rpc, spec)
+    async for _ in follower.events():
+        pass
+    if follower.error is not None:
+        raise follower.error
+    if follower.result is not None:
+        return follower.result
+    if spec.gone is not None and spec.gone.is_set():
+        raise McpError(INTERNAL_ERROR, "The client disconnected")
+    raise McpError(INTERNAL_ERROR, "Tool call was cancelled")
+
+
 class _Follower:
     """The state of one followed task: what was sent, and when."""
 
@@ -82,15 +100,20 @@ class _Follower:
         self.services, self.rpc, self.spec = services, rpc, spec
         s = services.settings
         self.keepalive_s = s.sse_keepalive_s
-        self.deadline = time.monotonic() + s.stream_max_s if s.stream_max_s > 0 else float("inf")
+        limit = s.stream_max_s if spec.limit_s is None else spec.limit_s
+        self.deadline = time.monotonic() + limit if limit > 0 else float("inf")
+        self.limit = limit
         self.reported = 0
         self.asked: set[str] = set()
         self.sent_at = time.monotonic()
         self.ended = False
+        self.result: Result | None = None
+        self.error: McpError | None = None
 
     def answer(self, result: Result | None = None, error: McpError | None = None) -> Message:
         """The stream's last message, the JSON-RPC response."""
         self.ended = True
+        self.result, self.error = result, error
         return replies.response(
             self.rpc.id,
             result=result,
@@ -167,9 +190,8 @@ class _Follower:
             now = time.monotonic()
             if now >= self.deadline:
                 if spec.abandon is not None:
-                    await spec.abandon("the call's stream reached MCPQ_STREAM_MAX_S")
-                limit = self.services.settings.stream_max_s
-                text = f"No result within MCPQ_STREAM_MAX_S ({limit:g} s)"
+                    await spec.abandon(f"no result within {self.limit:g} s")
+                text = f"{spec.limit_text} ({self.limit:g} s)"
                 yield self.answer(error=McpError(INTERNAL_ERROR, text))
                 return
             quiet_left = self.keepalive_s - (now - self.sent_at)

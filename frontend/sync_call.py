@@ -1,15 +1,15 @@
 """A ``tools/call`` answered synchronously (no Tasks opt-in, or a ``never`` tool).
 
-The call still runs on a worker, as a hidden task; the web tier waits for it on Redis (async,
-bounded by ``MCPQ_SYNC_TIMEOUT_S``), so a waiting call never blocks other requests. A tool that
-asks for input mid-run turns into MRTR: ``input_required`` with a signed ``requestState`` naming
-the hidden task, and the retry's answers are delivered to it.
+The call still runs on a worker, as a hidden task; the web tier follows it (``frontend.streams``:
+the task's pub/sub channel, never blocking the event loop), on an SSE stream when the client takes
+one, else for one JSON reply bounded by ``MCPQ_SYNC_TIMEOUT_S``. A tool that asks for input
+mid-run turns into MRTR (2026-07-28): ``input_required`` with a signed ``requestState`` naming the
+hidden task, and the retry's answers are delivered to it; a 2025-era stream asks the client
+directly instead.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +17,7 @@ from frontend import params
 from frontend.envelope import RpcRequest
 from frontend.mrtr import require_capabilities
 from frontend.services import DISCONNECTED, REQUEST_ID, Services
-from frontend.streams import Follow, StreamReply, follow
+from frontend.streams import Follow, StreamReply, follow, settle
 from shared.errors import INTERNAL_ERROR, McpError, invalid_params
 from shared.store import Reply, TaskRecord, TaskStatus
 from shared.tools import Tool
@@ -85,88 +85,50 @@ async def resume(
 async def wait(
     services: Services, req: RpcRequest, tool: Tool, arguments: dict[str, Any], ref: str
 ) -> Result | StreamReply:
-    """Follow the hidden task to its end: on an SSE stream when the client takes one (progress,
-    keep-alives, input requests on a 2025-era session), else as one JSON reply bounded by
-    ``MCPQ_SYNC_TIMEOUT_S``."""
-    if req.streams:
-        return await _stream(services, req, tool, arguments, ref)
-    try:
-        return await _wait(services, req, tool, arguments, ref)
-    except asyncio.CancelledError:  # the server cancelled this request: stop its run too
-        await asyncio.shield(abandon(services, ref, "the request was cancelled"))
-        raise
+    """Follow the hidden task to its end (``frontend.streams``): on an SSE stream when the
+    client takes one (progress, keep-alives, input requests on a 2025-era session; bounded by
+    ``MCPQ_STREAM_MAX_S``), else as one JSON reply bounded by ``MCPQ_SYNC_TIMEOUT_S``."""
 
-
-async def _stream(
-    services: Services, req: RpcRequest, tool: Tool, arguments: dict[str, Any], ref: str
-) -> StreamReply:
     async def stop(reason: str) -> None:
         await abandon(services, ref, reason)
 
     async def mrtr(inputs: dict[str, Any]) -> Result:
         return await ask_again(services, req, tool, arguments, ref, inputs)
 
+    async def cannot_ask(inputs: dict[str, Any]) -> Result:
+        # No MRTR before 2026-07-28, and no stream to send the questions on.
+        await stop("the tool asked for input on a plain JSON call")
+        raise McpError(
+            INTERNAL_ERROR, "The tool asks for input: call it accepting text/event-stream"
+        )
+
     if req.session is not None:
         # notifications/cancelled names the request: remember which run it is, for any replica.
         ttl_ms = int(services.settings.session_ttl_s * 1000)
         await services.tasks.store.put_call(req.session.sref, str(req.id), ref, ttl_ms)
-    # The disconnect flag is read now: the stream runs after this request's context is gone.
-    spec = Follow(
-        ref,
-        final=outcome,
-        on_input=None if req.legacy else mrtr,
-        abandon=stop,
-        gone=DISCONNECTED.get(),
-    )
-    return StreamReply(follow(services, req, spec))
+    on_input = mrtr if not req.legacy else None if req.streams else cannot_ask
+    # The disconnect flag is read now: a stream runs after this request's context is gone.
+    spec = Follow(ref, final=outcome, on_input=on_input, abandon=stop, gone=DISCONNECTED.get())
+    if req.streams:
+        return StreamReply(follow(services, req, spec))
+    spec.limit_s = services.settings.sync_timeout_s
+    spec.limit_text = "Tool call did not finish in time (MCPQ_SYNC_TIMEOUT_S); call it as a task"
+    return await settle(services, req, spec)
 
 
-async def await_end(services: Services, ref: str, final: Callable[[TaskRecord], Result]) -> Result:
+async def await_end(
+    services: Services, req: RpcRequest, ref: str, final: Callable[[TaskRecord], Result]
+) -> Result:
     """Wait (JSON reply) for a task to end, bounded by ``MCPQ_SYNC_TIMEOUT_S``; its run goes on
     either way (a task, not a call: ``tasks/result`` of a 2025-11-25 client without a stream)."""
-    tasks, principal = services.tasks, services.principal()
-    deadline = time.monotonic() + services.settings.sync_timeout_s
-    async with tasks.store.watch([ref]) as watch:
-        while True:
-            record, _ = await tasks.get(principal, ref)
-            if record.terminal:
-                return final(record)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                text = "The task has not ended yet: call tasks/result again, or accept SSE"
-                raise McpError(INTERNAL_ERROR, text)
-            await watch.next(min(left, 1.0))
+    spec = Follow(
+        ref,
+        final=final,
+        limit_s=services.settings.sync_timeout_s,
+        limit_text="The task has not ended yet: call tasks/result again, or accept SSE",
+    )
+    return await settle(services, req, spec)
 
 
 async def abandon(services: Services, ref: str, reason: str) -> None:
     await services.tasks.cancel(services.principal(), ref, reason)
-
-
-async def _wait(
-    services: Services, req: RpcRequest, tool: Tool, arguments: dict[str, Any], ref: str
-) -> Result:
-    tasks, principal = services.tasks, services.principal()
-    deadline = time.monotonic() + services.settings.sync_timeout_s
-    gone = DISCONNECTED.get()
-    while (left := deadline - time.monotonic()) > 0:
-        # One-second slices: between them a client that went away is noticed; a wake-up (the
-        # run ended or asked for input) ends the slice early, then the store says which.
-        woken = await tasks.wait_done(ref, min(left, 1.0))
-        if woken is None and gone is not None and gone.is_set():
-            # A disconnect cancels the request (spec): the hidden task and its run stop too.
-            await abandon(services, ref, "the client disconnected")
-            raise McpError(INTERNAL_ERROR, "The client disconnected")
-        record, inputs = await tasks.get(principal, ref)
-        if record.terminal:
-            return outcome(record)
-        if record.status is TaskStatus.INPUT_REQUIRED and inputs:
-            if req.legacy:  # no MRTR before 2026-07-28, and no stream to ask on
-                await abandon(services, ref, "the tool asked for input on a plain JSON call")
-                message = "The tool asks for input: call it accepting text/event-stream"
-                raise McpError(INTERNAL_ERROR, message)
-            return await ask_again(services, req, tool, arguments, ref, inputs)
-    await abandon(services, ref, "synchronous call timed out")
-    message = (
-        f"Tool call did not finish within {services.settings.sync_timeout_s:g}s; call it as a task"
-    )
-    raise McpError(INTERNAL_ERROR, message)

@@ -140,6 +140,3 @@ class TaskService:
             except Exception as exc:
                 log.warning("revoke failed: %s", type(exc).__name__)
         return cancelled
-
-    async def wait_done(self, ref: str, timeout_s: float) -> str | None:
-        return await self.store.wait_done(ref, timeout_s)

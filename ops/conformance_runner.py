@@ -91,7 +91,8 @@ def default_install_dir() -> Path:
     return Path(os.environ.get("MCPQ_CONFORMANCE_DIR") or repo_default)
 
 
-def _installed_version(install_dir: Path, package: str) -> str | None:
+def installed_version(install_dir: Path, package: str) -> str | None:
+    """The version of npm ``package`` installed under ``install_dir``, if any."""
     try:
         manifest = json.loads((install_dir / "node_modules" / package / "package.json").read_text())
     except (OSError, ValueError):
@@ -104,7 +105,7 @@ def ensure_installed(install_dir: Path) -> Path:
     """Install Node 22 and the suite into install_dir unless present; return the node bin dir."""
     wanted = {NODE_PACKAGE: NODE_VERSION, SUITE_PACKAGE: SUITE_VERSION}
     node_bin = install_dir / "node_modules" / NODE_PACKAGE / "bin"
-    present = all(_installed_version(install_dir, p) == v for p, v in wanted.items())
+    present = all(installed_version(install_dir, p) == v for p, v in wanted.items())
     if present and (node_bin / "node").exists():
         return node_bin
     npm = shutil.which("npm")

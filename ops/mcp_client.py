@@ -15,11 +15,12 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import httpx_sse
 
 from ops.processes import wait_until
 from shared.protocol import (
@@ -234,13 +235,21 @@ class McpClient:
             raise TimeoutError(f"{exc}; statuses seen: {seen}") from None
 
 
+def sse_messages(response: httpx.Response) -> Iterator[dict[str, Any]]:
+    """The JSON-RPC messages of an SSE reply, one per event (keep-alive comments skipped); reads
+    an open stream as it arrives."""
+    for event in httpx_sse.EventSource(response).iter_sse():
+        if event.data.strip():
+            yield json.loads(event.data)
+
+
 def _decode(response: httpx.Response) -> dict[str, Any]:
     """The JSON-RPC message of a JSON or SSE reply (the last ``data:`` event of a stream)."""
     if not response.content:
         return {}
     if response.headers.get("content-type", "").startswith("text/event-stream"):
-        data = [ln[5:].strip() for ln in response.text.splitlines() if ln.startswith("data:")]
-        return json.loads(data[-1]) if data else {}
+        messages = list(sse_messages(response))
+        return messages[-1] if messages else {}
     try:
         body = response.json()
     except ValueError:

@@ -38,6 +38,7 @@ from shared.wire import (
     LegacyToolsList,
     ListTasksResult,
     Result,
+    iso,
     legacy_dump,
 )
 
@@ -119,8 +120,16 @@ async def _create_task(
         ttl_ms=ttl,
         listed_in=rpc.session.scope,
     )
-    record, _ = await services.tasks.get(services.principal(), created.ref)
-    return CreateTaskResult(task=legacy_dump(LegacyTask.of(record, created.task_id)))
+    stamp = iso(created.created_ms)
+    task = LegacyTask(
+        task_id=created.task_id,
+        status=TaskStatus.WORKING,
+        created_at=stamp,
+        last_updated_at=stamp,
+        ttl=created.ttl_ms,
+        poll_interval=created.poll_ms,
+    )
+    return CreateTaskResult(task=legacy_dump(task))
 
 
 # -- tasks/* (2025-11-25) --------------------------------------------------------------------------
@@ -157,7 +166,7 @@ async def task_result(services: Services, rpc: RpcRequest) -> Result | StreamRep
     spec = Follow(record.ref, final=final, related_task=task_id)
     if not rpc.streams:
         # No stream: the JSON reply waits, bounded like a plain synchronous call.
-        return await sync_call.await_end(services, record.ref, final)
+        return await sync_call.await_end(services, rpc, record.ref, final)
     return StreamReply(follow(services, rpc, spec))
 
 

@@ -1,7 +1,8 @@
 """The task store, asyncio flavour: what the web tier uses (``redis.asyncio``).
 
 The same calls as the synchronous store (``shared.store.calls``), awaited; plus the reads only
-the web tier makes: ``tasks/get`` in one round trip, the wait of a synchronous call, readiness.
+the web tier makes: ``tasks/get`` in one round trip, watching tasks change (pub/sub), sessions,
+``tasks/list``, readiness.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from redis.asyncio.client import PubSub
 from shared import jsonutil
 from shared.errors import TaskNotFound
 from shared.store import calls, listing, scripts, sessions, stats
-from shared.store.blocking import block_timeout
 from shared.store.calls import Answered, Cancelled, NewTask, PipelineCall, ScriptCall
 from shared.store.errors import store_errors
 from shared.store.keys import Keys
@@ -82,20 +82,6 @@ class AsyncTaskStore:
             raise TaskNotFound()
         requests = {key: jsonutil.loads(raw) for key, raw in inputs.items()}
         return TaskRecord.from_hash(ref, task), requests
-
-    async def wait_done(self, ref: str, timeout_s: float) -> str | None:
-        """Wait for a synchronous task to end or ask for input (its ``done`` list).
-
-        NOTE: waits in slices of at most one second, below the client's socket timeout, so the
-        shared fail-fast client can serve blocking reads too.
-        """
-        deadline = time.monotonic() + timeout_s
-        while (timeout := block_timeout(min(1.0, deadline - time.monotonic()))) is not None:
-            with store_errors():
-                item = await self._redis.blpop([self._keys.done(ref)], timeout=timeout)
-            if item is not None:
-                return str(item[1])
-        return None
 
     # -- push: the changes the scripts publish ---------------------------------------------------
     @contextlib.asynccontextmanager
@@ -202,8 +188,8 @@ class Watch:
     async def next(self, timeout_s: float) -> str | None:
         """The ref of the next changed task, or ``None`` when ``timeout_s`` passed quietly.
 
-        NOTE: reads in slices of at most one second, below the client's socket timeout (as
-        ``wait_done`` does)."""
+        NOTE: reads in slices of at most one second, below the client's socket timeout, so the
+        shared fail-fast client can serve these reads too."""
         deadline = time.monotonic() + timeout_s
         if self._pubsub is None:  # nothing watched: only the time passes
             await asyncio.sleep(max(0.0, timeout_s))

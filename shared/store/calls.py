@@ -192,7 +192,7 @@ def request_input(k: Keys, ref: str, gen: int, requests: dict[str, Any]) -> Scri
     # Every key the run asks for goes in, answered or not: the script answers the ones it has
     # (a replay is never asked twice) and adds only the missing ones.
     flat = [x for key, req in requests.items() for x in (key, jsonutil.dumps(req))]
-    keys = [k.task(ref), k.inputs(ref), k.answers(ref), k.done(ref), k.stats]
+    keys = [k.task(ref), k.inputs(ref), k.answers(ref), k.stats]
     return ScriptCall("request_input", keys, [gen, *flat], _parse_poll)
 
 
@@ -220,7 +220,7 @@ def finish(
     if status not in {TaskStatus.COMPLETED, TaskStatus.FAILED}:
         raise ValueError(f"a run finishes completed or failed, not {status}")
     field = "result" if status is TaskStatus.COMPLETED else "error"
-    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.done(ref), k.leases, k.unclaimed]
+    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.leases, k.unclaimed]
     # The stats hash is always a script's last key: _prelude.lua's stat() writes KEYS[#KEYS].
     keys += [k.active, k.expiry, k.stats]
     args: list[Arg] = [ref, gen, status.value, field, jsonutil.dumps(payload), message]
@@ -232,7 +232,7 @@ def _parse_cancelled(reply: list[Any]) -> Cancelled:
 
 
 def cancel(k: Keys, ref: str, owner: str, message: str) -> ScriptCall[Cancelled]:
-    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.done(ref), k.leases, k.unclaimed]
+    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.leases, k.unclaimed]
     keys += [k.active, k.expiry, k.stats]
     return ScriptCall("cancel", keys, [owner, ref, message], _parse_cancelled)
 

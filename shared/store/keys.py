@@ -21,7 +21,6 @@ Schema (``<p>`` = ``{mcpq}``):
 ``<p>:t:<ref>:ans``         hash   delivered answers, kept for replay: key -> response JSON
 ``<p>:t:<ref>:steps``       hash   memoized ``ctx.step`` results: name -> JSON
 ``<p>:t:<ref>:wake``        list   wake-ups for the worker (answer, cancel); short TTL
-``<p>:t:<ref>:done``        list   wake-ups for a synchronous caller in the web tier; short TTL
 ``<p>:t:<ref>:ev``          chan   (a pub/sub channel, not a key) every change a client can
                                    see, published by the script that makes it
 ``<p>:s:<sref>``            hash   a 2025-era session (``sref`` = hash of ``Mcp-Session-Id``):
@@ -96,9 +95,6 @@ class Keys:
 
     def wake(self, ref: str) -> str:
         return f"{self.task(ref)}:wake"
-
-    def done(self, ref: str) -> str:
-        return f"{self.task(ref)}:done"
 
     @property
     def leases(self) -> str:

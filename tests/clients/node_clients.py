@@ -26,6 +26,9 @@ from typing import Any
 
 import pytest
 
+from ops.conformance_runner import installed_version
+from tests.clients.py_clients import last_json_line
+
 NODE_SOURCE = Path(__file__).resolve().parent / "node"
 PACKAGE_FILES = ("package.json", "package-lock.json")
 SDK_PACKAGE = "@modelcontextprotocol/sdk"
@@ -50,15 +53,6 @@ def pinned_versions() -> dict[str, str]:
     manifest = json.loads((NODE_SOURCE / "package.json").read_text())
     deps = manifest.get("dependencies", {})
     return {str(name): str(version) for name, version in deps.items()}
-
-
-def installed_version(install_dir: Path, package: str) -> str | None:
-    try:
-        manifest = json.loads((install_dir / "node_modules" / package / "package.json").read_text())
-    except (OSError, ValueError):
-        return None
-    version = manifest.get("version") if isinstance(manifest, dict) else None
-    return version if isinstance(version, str) else None
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -275,20 +269,6 @@ def _http_log(http: object, limit: int = 8000) -> str:
     return text if len(text) <= limit else " ..." + text[-limit:]
 
 
-def _last_json_line(stdout: str) -> dict[str, Any]:
-    for line in reversed(stdout.strip().splitlines()):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            parsed = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(parsed, dict):
-            return parsed
-    return {}
-
-
 def run_sdk_scenario(
     install: NodeInstall,
     url: str,
@@ -306,7 +286,7 @@ def run_sdk_scenario(
     run = run_node_script(
         install, SDK_SCENARIOS, [url, scenario, json.dumps(payload)], timeout_s=timeout_s
     )
-    return ScenarioRun(scenario, run, _last_json_line(run.stdout))
+    return ScenarioRun(scenario, run, last_json_line(run.stdout))
 
 
 # -- the Inspector CLI ------------------------------------------------------------------------

@@ -168,7 +168,8 @@ def _exchange(entry: Mapping[str, Any]) -> str:
     return line
 
 
-def _last_json_line(stdout: str) -> dict[str, Any]:
+def last_json_line(stdout: str) -> dict[str, Any]:
+    """The last line of ``stdout`` that is a JSON object: a scenario script's report."""
     for line in reversed(stdout.splitlines()):
         line = line.strip()
         if line.startswith("{"):
@@ -205,10 +206,10 @@ def run_scenario(
     except subprocess.TimeoutExpired as exc:
         stdout = _text(exc.stdout)
         stderr = _text(exc.stderr)
-        data = _last_json_line(stdout) or {"ok": False}
+        data = last_json_line(stdout) or {"ok": False}
         data.setdefault("error", f"scenario script still running after {timeout} s; killed")
         return ScenarioRun(client, scenario, args, None, stdout, stderr, data)
-    data = _last_json_line(done.stdout)
+    data = last_json_line(done.stdout)
     if not data:
         data = {"ok": False, "error": "the scenario script printed no JSON report"}
     return ScenarioRun(client, scenario, args, done.returncode, done.stdout, done.stderr, data)

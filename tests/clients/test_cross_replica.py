@@ -10,12 +10,12 @@ shows how far the exchange got and what the server said.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from ops.mcp_client import sse_messages
 from ops.stack import Stack
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]
@@ -38,21 +38,6 @@ class Exchange:
         return "steps so far:\n  " + "\n  ".join(self.steps)
 
     __repr__ = __str__  # pytest shows an assertion message object by its repr
-
-
-def sse_messages(response: httpx.Response) -> Iterator[dict[str, Any]]:
-    """JSON-RPC messages of an SSE response, one per event (comments and empty data skipped)."""
-    data: list[str] = []
-    for line in response.iter_lines():
-        if line == "":
-            if data and (payload := "\n".join(data).strip()):
-                yield json.loads(payload)
-            data = []
-        elif line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-        # "event:", "id:", "retry:" and ": comment" lines carry nothing needed here
-    if data and (payload := "\n".join(data).strip()):
-        yield json.loads(payload)
 
 
 def first_answer(response: httpx.Response, request_id: int) -> dict[str, Any] | None:

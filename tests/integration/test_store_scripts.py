@@ -6,10 +6,14 @@ runs, then its reply and the stored state are as the script's header promises.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import orjson
 
 from shared.store import Answered, Cancelled, Renewal, Reply, TaskStatus, TaskStore, task_ref
 from shared.store.calls import Claim, InputPoll, NewTask
+from tests.support.white_box import WhiteBoxStore
 
 RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done ✓"}]}
 ERROR = {"code": -32603, "message": "tool blew up"}
@@ -231,9 +235,42 @@ def test_request_input_returns_answered_keys_without_asking_again(store, tasks) 
     assert store.redis.exists(store.keys.inputs(ref)) == 0
 
 
-def test_request_input_of_a_sync_task_wakes_the_waiting_web_request(store, tasks) -> None:
-    ref, _ = tasks.waiting("name", sync=True)
-    assert store.redis.lrange(store.keys.done(ref), 0, -1) == ["input_required"]
+@contextlib.contextmanager
+def heard(store: WhiteBoxStore, ref: str) -> Iterator[list[str]]:
+    """What the scripts publish on task ``ref``'s channel while the block runs."""
+    pubsub = store.redis.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(store.keys.events(ref))
+    assert pubsub.get_message(timeout=1.0) is None  # consumes the subscribe confirmation
+    messages: list[str] = []
+    try:
+        yield messages
+        while (message := pubsub.get_message(timeout=0.2)) is not None:
+            messages.append(message["data"])
+    finally:
+        pubsub.close()
+
+
+def test_every_change_a_client_sees_is_published_on_the_tasks_channel(store, tasks) -> None:
+    ref, gen = tasks.running()
+    task_key = store.keys.task(ref)
+    with heard(store, ref) as report:
+        store.report(ref, gen, "halfway")
+    with heard(store, ref) as ask:
+        store.request_input(ref, gen, {"name": {}, "age": {}})
+    with heard(store, ref) as partial:
+        store.answer(ref, tasks.owner, {"name": "Ada"}, 1_000)
+    with heard(store, ref) as resumed:
+        store.answer(ref, tasks.owner, {"age": 36}, 1_000)
+    with heard(store, ref) as ended:
+        store.finish(ref, gen, "completed", RESULT)
+    assert [report, ask, partial, resumed, ended] == [[task_key]] * 5
+    with heard(store, ref) as after:  # a refused write changes nothing and says nothing
+        store.report(ref, gen, "late")
+    assert after == []
+    other, _ = tasks.running()
+    with heard(store, other) as cancelled:
+        store.cancel(other, tasks.owner)
+    assert cancelled == [store.keys.task(other)]
 
 
 def test_request_input_by_a_stale_run_is_superseded(store, tasks) -> None:
@@ -323,7 +360,6 @@ def test_finish_completed_stores_the_result_and_clears_the_run(store, tasks) -> 
     assert field(store, ref, "lease") == "0"
     assert store.redis.exists(store.keys.inputs(ref), store.keys.wake(ref)) == 0
     assert in_index(store, store.keys.leases, ref) is None
-    assert store.redis.lrange(store.keys.done(ref), 0, -1) == ["completed", "input_required"]
 
 
 def test_finish_failed_stores_the_error_and_keeps_the_message(store, tasks) -> None:
@@ -363,7 +399,6 @@ def test_cancel_clears_inputs_and_wakes_the_worker(store, tasks, redis_client) -
     assert record is not None and (record.status, record.message) == ("cancelled", "user gave up")
     assert store.redis.exists(store.keys.inputs(ref)) == 0
     assert store.wait_wake(ref, 1.0) == "cancel"
-    assert store.redis.lpop(store.keys.done(ref)) == "cancelled"
     assert in_index(store, store.keys.leases, ref) is None
     assert store.claim(ref, 1_000) == Claim("TERMINAL")
 

@@ -101,7 +101,7 @@ def test_ctx_sleep_ends_by_its_deadline(
         assert seconds <= elapsed < seconds + LATE_S, (seconds, elapsed)
 
 
-def test_the_web_tiers_wait_for_a_sync_call_ends_by_its_deadline(
+def test_the_web_tiers_watch_of_a_task_ends_by_its_deadline(
     redis_process: RedisProcess, keys: Keys, tasks
 ) -> None:
     ref = tasks.new(sync=True)
@@ -113,10 +113,11 @@ def test_the_web_tiers_wait_for_a_sync_call_ends_by_its_deadline(
         store = AsyncTaskStore(client, keys)
         timings = []
         try:
-            for seconds in (*SLIVERS, 0.2):
-                started = time.monotonic()
-                assert await store.wait_done(ref, seconds) is None
-                timings.append((seconds, time.monotonic() - started))
+            async with store.watch([ref]) as watch:
+                for seconds in (*SLIVERS, 0.2):
+                    started = time.monotonic()
+                    assert await watch.next(seconds) is None
+                    timings.append((seconds, time.monotonic() - started))
         finally:
             await client.aclose()
         return timings

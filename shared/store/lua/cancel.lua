@@ -1,25 +1,23 @@
 -- cancel (tasks/cancel): a non-terminal task becomes `cancelled`; outstanding input requests are
 -- cleared so a racing tasks/update cannot resume it; a waiting or sleeping worker is woken.
--- KEYS[1] task, KEYS[2] inputs, KEYS[3] wake, KEYS[4] sync-waiter list, KEYS[5] leases,
--- KEYS[6] unclaimed, KEYS[7] active zset,
--- KEYS[8] expiry zset, KEYS[9] stats; ARGV[1] owner, ARGV[2] ref, ARGV[3] statusMessage
+-- KEYS[1] task, KEYS[2] inputs, KEYS[3] wake, KEYS[4] leases, KEYS[5] unclaimed,
+-- KEYS[6] active zset, KEYS[7] expiry zset, KEYS[8] stats; ARGV[1] owner, ARGV[2] ref, ARGV[3] statusMessage
 -- returns {'CANCELLED', 1 if a worker holds a live lease else 0} | {'TERMINAL'} | {'NOTFOUND'}
-local cur = redis.call('HMGET', KEYS[1], 'owner', 'status', 'lease', 'sync', 'tool', 'parked')
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'status', 'lease', 'tool', 'parked')
 if not cur[1] or cur[1] ~= ARGV[1] then return {'NOTFOUND'} end
 if TERMINAL[cur[2]] then return {'TERMINAL'} end
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'msg', ARGV[3], 'updated_ms', now,
            'parked', 0)
-stat('state:' .. cur[2], -1); stat('cancelled:' .. cur[5], 1)
-if cur[6] == '1' then stat('parked', -1) end
+stat('state:' .. cur[2], -1); stat('cancelled:' .. cur[4], 1)
+if cur[5] == '1' then stat('parked', -1) end
 stat('inputs', -redis.call('HLEN', KEYS[2]))
 -- Outstanding requests go in the same step as the status: a tasks/update racing this cancel
 -- then finds nothing to answer (IGNORED) and cannot make the task working again.
 redis.call('DEL', KEYS[2])
 publish(KEYS[1])
 redis.call('LPUSH', KEYS[3], 'cancel'); arm_signal(KEYS[1], KEYS[3])
-if cur[4] == '1' then redis.call('LPUSH', KEYS[4], 'cancelled'); arm_signal(KEYS[1], KEYS[4]) end
-redis.call('ZREM', KEYS[5], ARGV[2]); redis.call('ZREM', KEYS[6], ARGV[2])
-redis.call('ZREM', KEYS[7], ARGV[2]); redis.call('ZREM', KEYS[8], ARGV[2])
+redis.call('ZREM', KEYS[4], ARGV[2]); redis.call('ZREM', KEYS[5], ARGV[2])
+redis.call('ZREM', KEYS[6], ARGV[2]); redis.call('ZREM', KEYS[7], ARGV[2])
 local live = 0
 if tonumber(cur[3]) > now then live = 1 end
 return {'CANCELLED', live}

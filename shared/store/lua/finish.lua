@@ -1,8 +1,8 @@
 -- finish: the run ends the task (completed with result, or failed with error). Fenced, so a
 -- late or duplicate worker can never overwrite `cancelled` or a newer run.
--- KEYS[1] task, KEYS[2] inputs, KEYS[3] wake, KEYS[4] sync-waiter list, KEYS[5] leases,
--- KEYS[6] unclaimed, KEYS[7] active zset,
--- KEYS[8] expiry zset, KEYS[9] stats; ARGV[1] ref, ARGV[2] gen, ARGV[3] status, ARGV[4] field, ARGV[5] payload,
+-- KEYS[1] task, KEYS[2] inputs, KEYS[3] wake, KEYS[4] leases, KEYS[5] unclaimed,
+-- KEYS[6] active zset, KEYS[7] expiry zset, KEYS[8] stats
+-- ARGV[1] ref, ARGV[2] gen, ARGV[3] status, ARGV[4] field, ARGV[5] payload,
 -- ARGV[6] statusMessage ('' keeps the current one)
 -- returns 'OK' | 'GONE' | 'SUPERSEDED' | 'TERMINAL'
 local bad = fence(KEYS[1], ARGV[2])
@@ -14,9 +14,6 @@ redis.call('HSET', KEYS[1], 'status', ARGV[3], ARGV[4], ARGV[5], 'updated_ms', n
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'msg', ARGV[6]) end
 redis.call('DEL', KEYS[2], KEYS[3])
 publish(KEYS[1])
-redis.call('ZREM', KEYS[5], ARGV[1]); redis.call('ZREM', KEYS[6], ARGV[1])
-redis.call('ZREM', KEYS[7], ARGV[1]); redis.call('ZREM', KEYS[8], ARGV[1])
-if redis.call('HGET', KEYS[1], 'sync') == '1' then
-  redis.call('LPUSH', KEYS[4], ARGV[3]); arm_signal(KEYS[1], KEYS[4])
-end
+redis.call('ZREM', KEYS[4], ARGV[1]); redis.call('ZREM', KEYS[5], ARGV[1])
+redis.call('ZREM', KEYS[6], ARGV[1]); redis.call('ZREM', KEYS[7], ARGV[1])
 return 'OK'

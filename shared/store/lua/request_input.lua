@@ -1,8 +1,7 @@
 -- request_input: the tool needs answers for some keys. Answered keys return their answer (a
 -- replayed run is never asked twice); the others become outstanding and the task input_required.
 -- Calling it again for the same keys is the poll for answers.
--- KEYS[1] task, KEYS[2] inputs hash, KEYS[3] answers hash, KEYS[4] sync-waiter list,
--- KEYS[5] stats hash
+-- KEYS[1] task, KEYS[2] inputs hash, KEYS[3] answers hash, KEYS[4] stats hash
 -- ARGV[1] gen, ARGV[2..] key/request pairs
 -- returns {'OK', missing count, key, answer, ...} or {'GONE'|'SUPERSEDED'|'TERMINAL'}
 local bad = fence(KEYS[1], ARGV[1])
@@ -27,8 +26,5 @@ if added > 0 then
   end
   redis.call('HSET', KEYS[1], 'status', 'input_required', 'updated_ms', now)
   publish(KEYS[1])
-  if redis.call('HGET', KEYS[1], 'sync') == '1' then
-    redis.call('LPUSH', KEYS[4], 'input_required'); arm_signal(KEYS[1], KEYS[4])
-  end
 end
 return out
