@@ -9,7 +9,8 @@ from typing import Any
 from frontend import params
 from frontend.envelope import RpcRequest
 from frontend.services import Services
-from shared.errors import MISSING_CAPABILITY, McpError
+from shared import answers
+from shared.errors import MISSING_CAPABILITY, McpError, invalid_params
 from shared.tools import InputRequest, Tool, missing_capabilities
 from shared.wire import InputRequiredResult
 
@@ -41,6 +42,8 @@ def gather(
         # First answer wins: a key answered in an earlier round (inside the signed state)
         # cannot be changed by a later retry.
         if key in responses and key not in collected:
+            if (why := answers.problem(requests[key], responses[key])) is not None:
+                raise invalid_params(f"Invalid params: inputResponses[{key!r}]: {why}")
             collected[key] = responses[key]
     missing = {k: r for k, r in requests.items() if k not in collected}
     if not missing:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from frontend.producer import Producer
-from shared.errors import INTERNAL_ERROR, McpError
+from shared import answers
+from shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params
 from shared.jobs import Run
 from shared.logs import task_hash
 from shared.settings import Settings
@@ -115,8 +116,23 @@ class TaskService:
         self, owner: str, ref: str, responses: dict[str, Any], request_id: str = ""
     ) -> Answered:
         """Store answers; when they were the last ones a parked task waited for, enqueue its
-        run again (``RESUME``: no worker holds it)."""
-        answered = await self.store.answer(ref, owner, responses, self._unclaimed_ms)
+        run again (``RESUME``: no worker holds it).
+
+        Only answers to outstanding requests go on, each checked against its request first
+        (``shared.answers``): a bad one is -32602 and nothing is stored, so the task stays
+        ``input_required``. Answers to other keys are ignored, as the spec wants, before Lua.
+        """
+        try:
+            _, outstanding = await self.store.get(ref, owner)
+        except TaskNotFound:
+            return Answered(Reply.NOTFOUND)
+        mine = {key: value for key, value in responses.items() if key in outstanding}
+        for key, value in mine.items():
+            if (why := answers.problem(outstanding[key], value)) is not None:
+                raise invalid_params(f"Invalid params: inputResponses[{key!r}]: {why}")
+        if not mine:
+            return Answered(Reply.IGNORED)
+        answered = await self.store.answer(ref, owner, mine, self._unclaimed_ms)
         if answered.reply is not Reply.NOTFOUND:
             log.info(
                 "answers stored",

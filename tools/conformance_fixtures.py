@@ -56,8 +56,10 @@ def confirm_delete(ctx: ToolContext, filename: str) -> str:
 
 @tool(task="optional", description="Asks two questions at once.")
 def multi_input(ctx: ToolContext) -> str:
-    color = {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
-    size = {"type": "object", "properties": {"size": {"type": "string"}}, "required": ["size"]}
+    # Nothing required: the suite answers both questions with content of its own choosing, and
+    # answers are checked against these schemas before they are stored (shared.answers).
+    color = {"type": "object", "properties": {"color": {"type": "string"}}}
+    size = {"type": "object", "properties": {"size": {"type": "string"}}}
     first, second = ctx.ask(elicitation("Pick a color.", color), elicitation("Pick a size.", size))
     return f"Got {_content(first)} and {_content(second)}"
 

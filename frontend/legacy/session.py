@@ -109,7 +109,9 @@ class LegacyEndpoint:
         if isinstance(session, HttpReply):
             return session, None, None
         if "method" not in message:
-            await self._route_response(session, message)
+            refused = await self._route_response(session, message)
+            if refused is not None:  # the answer does not fit its request: say why, keep asking
+                return self._refuse(400, refused.code, refused.message), None, refused.code
             return HttpReply(202, b"", None), None, None
         if "id" not in message:
             await self._notification(session, message)
@@ -239,26 +241,32 @@ class LegacyEndpoint:
         return HttpReply(200, b"", "text/event-stream", stream=events)
 
     # -- what the client sends that is not a request ---------------------------------------------
-    async def _route_response(self, session: Session, message: dict[str, Any]) -> None:
+    async def _route_response(self, session: Session, message: dict[str, Any]) -> McpError | None:
         """The client's answer to an ``elicitation/create`` / ``sampling/createMessage`` we sent
-        on some replica's stream: deliver it to the waiting run, as ``tasks/update`` would."""
+        on some replica's stream: deliver it to the waiting run, as ``tasks/update`` would. An
+        answer that does not fit its request is refused (returned) and may be sent again."""
         out_id = message.get("id")
         if not isinstance(out_id, str):
-            return  # not one of ours (ours are strings): nothing waits for it
+            return None  # not one of ours (ours are strings): nothing waits for it
         store, tasks = self.services.tasks.store, self.services.tasks
         target = await store.take_outgoing(session.sref, out_id)
         if target is None:
-            return  # answered already, or expired with the session
+            return None  # answered already, or expired with the session
         if isinstance(message.get("result"), dict):
-            await tasks.answer(
-                session.principal, target.ref, {target.key: message["result"]}, REQUEST_ID.get()
-            )
-            return
+            try:
+                await tasks.answer(
+                    session.principal, target.ref, {target.key: message["result"]}, REQUEST_ID.get()
+                )
+            except McpError as exc:
+                await store.put_outgoing(session.sref, out_id, target, self.ttl_ms)
+                return exc
+            return None
         # An error instead of an answer: the client will not answer; the run cannot go on.
         error = message.get("error")
         text = str(error.get("message", "")) if isinstance(error, dict) else ""
         reason = f"the client refused the input request: {text[:200]}"
         await tasks.cancel(session.principal, target.ref, reason)
+        return None
 
     async def _notification(self, session: Session, message: dict[str, Any]) -> None:
         """``notifications/cancelled`` stops the named synchronous call's run (any replica);

@@ -152,3 +152,20 @@ def test_in_task_input_respects_the_declared_capabilities(
         finally:
             if task["status"] not in TERMINAL:
                 undeclared.cancel(task_id)
+
+
+def test_an_answer_that_does_not_fit_the_schema_is_refused_and_the_task_waits(
+    client: McpClient,
+) -> None:
+    task_id = client.create_task("approve_deployment", {"service": "api", "version": "9"})["taskId"]
+    task = client.wait_for_status(task_id, "input_required", timeout=15)
+    [key] = task["inputRequests"]
+    refused = client.update(task_id, {key: {"action": "accept", "content": {"approve": "no"}}})
+    assert refused.status == 400 and refused.error["code"] == -32602, refused
+    assert "approve" in refused.error["message"] and "boolean" in refused.error["message"]
+    after = client.task(task_id)
+    assert after["status"] == "input_required" and set(after["inputRequests"]) == {key}
+    # A fitting answer is taken: "no" as the schema says it, a boolean.
+    client.update(task_id, {key: {"action": "accept", "content": {"approve": False}}})
+    done = client.wait_for_status(task_id, "completed", timeout=15)
+    assert "was not approved" in text_of(done["result"])
