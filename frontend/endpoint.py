@@ -25,7 +25,8 @@ from frontend.methods import discover, subscriptions, tasks, tools
 from frontend.services import REQUEST_ID, Services
 from frontend.streams import StreamReply
 from shared import jsonutil
-from shared.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, McpError
+from shared.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, McpError, invalid_params
+from shared.limits import LimitExceeded, check_bytes
 from shared.logs import task_hash
 from shared.store import task_ref
 from shared.wire import Result
@@ -38,6 +39,7 @@ class NoId(enum.Enum):
 
 
 NO_ID = NoId.NO_ID
+CAPS_SETTING = "MCPQ_MAX_CAPABILITIES_BYTES"
 Handler = Callable[[Services, RpcRequest], Awaitable[Result | StreamReply]]
 
 METHODS: dict[str, Handler] = {
@@ -126,7 +128,7 @@ class McpEndpoint:
         if req.method == "GET":
             return await self.legacy.listen(req), None, None
         try:
-            message = envelope.parse(req.body)
+            message = envelope.parse(req.body, s.max_json_depth)
         except RequestError as exc:
             return self._reply(exc.id, error=exc.error), None, exc.error.code
         if is_legacy(req, message):
@@ -137,15 +139,23 @@ class McpEndpoint:
             return HttpReply(202, b"", None), None, None
         except RequestError as exc:
             return self._reply(exc.id, error=exc.error), None, exc.error.code
+        return await self._dispatch(rpc)
+
+    async def _dispatch(self, rpc: RpcRequest) -> tuple[HttpReply, RpcRequest | None, int | None]:
+        """Method lookup (-32601/404), then the handler; every error it raises becomes a reply."""
+        s = self.services.settings
         handler = METHODS.get(rpc.method)
         error: McpError
         if handler is None:
             error = McpError(METHOD_NOT_FOUND, f"Method not found: {rpc.method}")
             return self._reply(rpc.id, error=error), rpc, error.code
         try:
+            check_bytes("clientCapabilities", rpc.caps, s.max_capabilities_bytes, CAPS_SETTING)
             return self._reply(rpc.id, result=await handler(self.services, rpc)), rpc, None
         except McpError as exc:
             error = exc
+        except LimitExceeded as exc:
+            error = invalid_params(f"Invalid params: {exc}")
         except Exception:
             # The traceback goes to our log, never to the client: it could carry internals.
             log.exception("unhandled error", extra={"method": rpc.method})

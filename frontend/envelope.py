@@ -21,6 +21,7 @@ from shared.errors import (
     UNSUPPORTED_VERSION,
     McpError,
 )
+from shared.limits import LimitExceeded, check_depth
 from shared.protocol import (
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
@@ -76,7 +77,7 @@ class RequestError(Exception):
     id: int | str | None
 
 
-def parse(body: bytes) -> dict[str, Any]:
+def parse(body: bytes, max_depth: int) -> dict[str, Any]:
     try:
         message = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -87,6 +88,15 @@ def parse(body: bytes) -> dict[str, Any]:
         raise RequestError(
             McpError(INVALID_REQUEST, "Invalid Request: expected one JSON-RPC request object"), None
         )
+    try:
+        # Before anything walks it: every later step (pydantic, Lua's cjson) recurses.
+        check_depth(message, max_depth)
+    except LimitExceeded as exc:
+        rid = message.get("id")
+        valid = isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
+        raise RequestError(
+            McpError(INVALID_PARAMS, f"Invalid params: {exc}"), rid if valid else None
+        ) from None
     return message
 
 

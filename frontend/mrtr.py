@@ -11,6 +11,7 @@ from frontend.envelope import RpcRequest
 from frontend.services import Services
 from shared import answers
 from shared.errors import MISSING_CAPABILITY, McpError, invalid_params
+from shared.limits import LimitExceeded
 from shared.tools import InputRequest, Tool, missing_capabilities
 from shared.wire import InputRequiredResult
 
@@ -38,6 +39,11 @@ def gather(
     requests = tool.ask_first(arguments)
     collected: dict[str, Any] = dict(state.get("answers", {})) if state else {}
     responses = params.input_responses(req, required=False)
+    try:
+        s = services.settings
+        answers.check_sizes(responses, s.max_answers, s.max_answer_bytes)
+    except LimitExceeded as exc:
+        raise invalid_params(f"Invalid params: {exc}") from None
     for key in requests:
         # First answer wins: a key answered in an earlier round (inside the signed state)
         # cannot be changed by a later retry.

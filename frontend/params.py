@@ -7,6 +7,7 @@ from typing import Any
 
 from frontend.envelope import RpcRequest
 from shared.errors import invalid_params
+from shared.limits import LimitExceeded, check_bytes
 
 _ACTIONS = {"accept", "decline", "cancel"}
 
@@ -25,12 +26,16 @@ def tool_name(req: RpcRequest) -> str:
     return value
 
 
-def tool_arguments(req: RpcRequest) -> dict[str, Any]:
+def tool_arguments(req: RpcRequest, max_bytes: int) -> dict[str, Any]:
     value = req.params.get("arguments")
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise invalid_params("Invalid params: arguments must be an object")
+    try:
+        check_bytes("arguments", value, max_bytes, "MCPQ_MAX_ARGUMENTS_BYTES")
+    except LimitExceeded as exc:
+        raise invalid_params(f"Invalid params: {exc}") from None
     return value
 
 

@@ -16,6 +16,7 @@ from frontend.producer import Producer
 from shared import answers
 from shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params
 from shared.jobs import Run
+from shared.limits import LimitExceeded
 from shared.logs import task_hash
 from shared.settings import Settings
 from shared.store import (
@@ -122,6 +123,11 @@ class TaskService:
         (``shared.answers``): a bad one is -32602 and nothing is stored, so the task stays
         ``input_required``. Answers to other keys are ignored, as the spec wants, before Lua.
         """
+        try:
+            s = self.settings
+            answers.check_sizes(responses, s.max_answers, s.max_answer_bytes)
+        except LimitExceeded as exc:
+            raise invalid_params(f"Invalid params: {exc}") from None
         try:
             _, outstanding = await self.store.get(ref, owner)
         except TaskNotFound:

@@ -16,6 +16,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from shared.limits import LimitExceeded, check_bytes
 from shared.tools import InputRequest
 
 _ACTIONS = {"accept", "decline", "cancel"}
@@ -54,3 +55,11 @@ def problem(request: InputRequest, answer: Any) -> str | None:
         if not isinstance(answer.get("model"), str):
             return "a sampling answer needs model (a string)"
     return None
+
+
+def check_sizes(responses: dict[str, Any], max_count: int, max_bytes: int) -> None:
+    """How many answers one request may carry, and how big each may be (``LimitExceeded``)."""
+    if len(responses) > max_count:
+        raise LimitExceeded(f"{len(responses)} answers, over MCPQ_MAX_ANSWERS ({max_count})")
+    for key, value in responses.items():
+        check_bytes(f"the answer {key[:64]!r}", value, max_bytes, "MCPQ_MAX_ANSWER_BYTES")

@@ -78,6 +78,26 @@ class Settings:
     max_body_bytes: int = field(
         default=4 * 1024 * 1024, metadata={"env": "MCPQ_MAX_BODY_BYTES", "parse": int}
     )
+    max_arguments_bytes: int = field(
+        default=256 * 1024, metadata={"env": "MCPQ_MAX_ARGUMENTS_BYTES", "parse": int}
+    )
+    max_capabilities_bytes: int = field(
+        default=16 * 1024, metadata={"env": "MCPQ_MAX_CAPABILITIES_BYTES", "parse": int}
+    )
+    max_answer_bytes: int = field(
+        default=256 * 1024, metadata={"env": "MCPQ_MAX_ANSWER_BYTES", "parse": int}
+    )
+    max_answers: int = field(default=64, metadata={"env": "MCPQ_MAX_ANSWERS", "parse": int})
+    max_result_bytes: int = field(
+        default=1024 * 1024, metadata={"env": "MCPQ_MAX_RESULT_BYTES", "parse": int}
+    )
+    max_step_bytes: int = field(
+        default=1024 * 1024, metadata={"env": "MCPQ_MAX_STEP_BYTES", "parse": int}
+    )
+    max_message_chars: int = field(
+        default=1000, metadata={"env": "MCPQ_MAX_MESSAGE_CHARS", "parse": int}
+    )
+    max_json_depth: int = field(default=64, metadata={"env": "MCPQ_MAX_JSON_DEPTH", "parse": int})
     mrtr_state_ttl_s: int = field(
         default=3600, metadata={"env": "MCPQ_MRTR_STATE_TTL_S", "parse": int}
     )

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from shared.errors import TaskCancelled, ToolError
+from shared.limits import LimitExceeded, check_bytes, shorten
 from shared.store import InputPoll, Reply, TaskStatus, TaskStore
 from shared.tools import InputRequest, elicitation, missing_capabilities, sampling
 from workers.interrupts import RunParked, RunSuperseded
@@ -44,6 +45,9 @@ class RunContext:
         hold_s: float,
         on_state: Callable[[str], None] = lambda state: None,
         client_caps: dict[str, Any] | None = None,
+        *,
+        max_step_bytes: int = 1024 * 1024,
+        max_message_chars: int = 1000,
     ) -> None:
         self._store = store
         self.ref, self.gen = ref, gen
@@ -52,6 +56,7 @@ class RunContext:
         self._asked = 0
         self._on_state = on_state
         self._caps = client_caps
+        self._max_step_bytes, self._max_message_chars = max_step_bytes, max_message_chars
         self.cancel_seen = threading.Event()  # set by the heartbeat too
         # When the tool's own code last got control back from a context call; None while it is
         # inside one. One attribute, written only by the tool's thread and read whole by the
@@ -91,7 +96,10 @@ class RunContext:
 
     def report(self, message: str) -> None:
         with self._inside():
-            reply = self._store.report(self.ref, self.gen, message)
+            # Shortened, not refused: a status line is for people, and stored for every poll.
+            reply = self._store.report(
+                self.ref, self.gen, shorten(message, self._max_message_chars)
+            )
             if reply is not Reply.OK:
                 raise_for(reply)
 
@@ -145,6 +153,10 @@ class RunContext:
         if found:
             return value  # type: ignore[no-any-return]
         result = fn()  # the tool's own code: it counts towards max_run_s like any other
+        try:
+            check_bytes(f"step {name[:64]!r}", result, self._max_step_bytes, "MCPQ_MAX_STEP_BYTES")
+        except LimitExceeded as exc:
+            raise ToolError(str(exc)) from None
         with self._inside():
             reply, stored = self._store.save_step(self.ref, self.gen, name, result)
         if reply is not Reply.OK:

@@ -22,6 +22,7 @@ from shared.errors import (
     rpc_error,
 )
 from shared.jobs import Run
+from shared.limits import LimitExceeded, check_bytes
 from shared.logs import task_hash
 from shared.results import call_tool_result, error_result
 from shared.settings import Settings
@@ -50,9 +51,16 @@ class RunControl:
     on_state: Callable[[str], None]
 
 
-def _outcome(fn: Callable[[], Any], tool: str) -> tuple[TaskStatus, dict[str, Any], str]:
+def _outcome(
+    fn: Callable[[], Any], tool: str, max_result_bytes: int
+) -> tuple[TaskStatus, dict[str, Any], str]:
     try:
-        return TaskStatus.COMPLETED, call_tool_result(fn()).dump(), ""
+        result = call_tool_result(fn()).dump()
+        # Bounded before it reaches Redis: an oversized result is the tool's error, named.
+        check_bytes("the tool's result", result, max_result_bytes, "MCPQ_MAX_RESULT_BYTES")
+        return TaskStatus.COMPLETED, result, ""
+    except LimitExceeded as exc:
+        return TaskStatus.COMPLETED, error_result(str(exc)).dump(), ""
     except ToolError as exc:
         return TaskStatus.COMPLETED, error_result(str(exc)).dump(), ""
     except StoreUnavailable:  # not the tool's fault: the run fails and is recovered by lease
@@ -98,6 +106,8 @@ def _run(deps: RunDeps, ref: str, control: RunControl) -> str:
         s.input_hold_s,
         control.on_state,
         None if record.sync else record.caps,  # a synchronous call checks them itself (MRTR)
+        max_step_bytes=s.max_step_bytes,
+        max_message_chars=s.max_message_chars,
     )
     beat = Heartbeat(
         store,
@@ -111,7 +121,9 @@ def _run(deps: RunDeps, ref: str, control: RunControl) -> str:
     )
     beat.start()
     try:
-        status, payload, message = _outcome(lambda: tool.call(ctx, record.arguments), tool.name)
+        status, payload, message = _outcome(
+            lambda: tool.call(ctx, record.arguments), tool.name, s.max_result_bytes
+        )
     except TaskCancelled:
         control.on_state(TaskStatus.CANCELLED)
         return TaskStatus.CANCELLED.value

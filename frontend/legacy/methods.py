@@ -83,7 +83,7 @@ async def call_tool(services: Services, rpc: RpcRequest) -> Result | StreamReply
     tool = services.registry.get(name)
     if tool is None:
         raise invalid_params(f"Unknown tool: {name}")
-    raw_args = params.tool_arguments(rpc)
+    raw_args = params.tool_arguments(rpc, services.settings.max_arguments_bytes)
     task = rpc.params.get("task") if rpc.version >= LEGACY_TASKS_VERSION else None
     if task is not None and not isinstance(task, dict):
         raise invalid_params("Invalid params: task must be an object")

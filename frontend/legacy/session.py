@@ -32,6 +32,7 @@ from shared.errors import (
     METHOD_NOT_FOUND,
     McpError,
 )
+from shared.limits import LimitExceeded, check_bytes
 from shared.protocol import (
     LEGACY_LATEST,
     LEGACY_TASKS_VERSION,
@@ -46,6 +47,7 @@ log = logging.getLogger("mcpq.web")
 SESSION_HEADER = "Mcp-Session-Id"
 #: JSON-RPC error code of an unknown session, as the SDKs send it (with HTTP 404).
 SESSION_NOT_FOUND = -32001
+CAPS_SETTING = "MCPQ_MAX_CAPABILITIES_BYTES"
 
 
 def is_legacy(req: HttpRequest, message: dict[str, Any]) -> bool:
@@ -144,6 +146,8 @@ class LegacyEndpoint:
             result = await handler(self.services, rpc)
         except McpError as exc:
             return self.reply(rpc.id, error=exc)
+        except LimitExceeded as exc:
+            return self.reply(rpc.id, error=McpError(INVALID_PARAMS, f"Invalid params: {exc}"))
         except Exception:
             log.exception("unhandled error", extra={"method": rpc.method})
             return self.reply(rpc.id, error=McpError(INTERNAL_ERROR, "Internal error"))
@@ -162,6 +166,12 @@ class LegacyEndpoint:
         params = message.get("params")
         if not isinstance(params, dict) or not isinstance(params.get("capabilities", {}), dict):
             error = McpError(INVALID_PARAMS, "Invalid params: initialize needs capabilities")
+            return self.reply(rid, error=error), None, error.code
+        limit = self.services.settings.max_capabilities_bytes
+        try:
+            check_bytes("capabilities", params.get("capabilities"), limit, CAPS_SETTING)
+        except LimitExceeded as exc:
+            error = McpError(INVALID_PARAMS, f"Invalid params: {exc}")
             return self.reply(rid, error=error), None, error.code
         version = negotiate(params.get("protocolVersion"))
         session_id = secrets.token_urlsafe(32)  # a bearer, like a taskId: stored hashed

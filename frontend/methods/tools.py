@@ -40,7 +40,7 @@ def _tool(services: Services, req: RpcRequest) -> Tool:
 
 async def call_tool(services: Services, req: RpcRequest) -> Result | StreamReply:
     tool = _tool(services, req)
-    raw_args = params.tool_arguments(req)
+    raw_args = params.tool_arguments(req, services.settings.max_arguments_bytes)
     # The opt-in is per request (its _meta capabilities), not per connection: there is none.
     as_task = req.tasks_opt_in and tool.mode != "never"
     if tool.mode == "required" and not req.tasks_opt_in:
