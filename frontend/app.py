@@ -8,7 +8,6 @@ below reads the environment or builds a client.
 from __future__ import annotations
 
 import logging
-import secrets
 
 import falcon.asgi
 
@@ -19,7 +18,7 @@ from frontend.metrics import MetricsResource
 from frontend.producer import CeleryProducer, Producer
 from frontend.services import Services
 from frontend.task_service import TaskService
-from shared.request_state import RequestStateSigner
+from shared.request_state import RequestStateSigner, new_secret, parse_secrets
 from shared.settings import Settings
 from shared.store import AsyncTaskStore, open_async_store
 from shared.tools import Registry
@@ -39,7 +38,7 @@ def create_app(
         settings=settings,
         tasks=TaskService(settings, store, producer),
         registry=tools,
-        signer=RequestStateSigner(settings.secret or _dev_secret(), settings.mrtr_state_ttl_s),
+        signer=RequestStateSigner(_secrets(settings), settings.mrtr_state_ttl_s),
     )
     app = falcon.asgi.App()
     app.add_route("/mcp", McpResource(McpEndpoint(services)))
@@ -50,7 +49,12 @@ def create_app(
     return AsgiAdapter(app)
 
 
-def _dev_secret() -> str:
-    """No MCPQ_SECRET: a per-process key. MRTR rounds then only verify on the same process."""
-    logging.getLogger("mcpq.web").warning("MCPQ_SECRET is not set: using a random per-process key")
-    return secrets.token_urlsafe(32)
+def _secrets(settings: Settings) -> list[str]:
+    """``MCPQ_SECRET``'s keys (a weak or placeholder one stops startup: ``WeakSecret``). None
+    set: a per-process key, and MRTR rounds then only verify on the process that sealed them."""
+    if settings.secret:
+        return parse_secrets(settings.secret)
+    logging.getLogger("mcpq.web").warning(
+        "MCPQ_SECRET is not set: using a per-process key; set one value on every web process"
+    )
+    return [new_secret()]

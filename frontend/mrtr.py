@@ -4,6 +4,7 @@ travel inside the signed ``requestState``; no server memory is needed between ro
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from frontend import params
@@ -55,7 +56,8 @@ def gather(
     if not missing:
         return collected, None
     require_capabilities(req, missing)
-    token = services.signer.seal(
-        services.principal(), tool.name, arguments, {"kind": "pre", "answers": collected}
-    )
+    # A random id makes the state single-use: the create it leads to marks it used, in the
+    # same script (shared.store Admission), so a replay creates no second task.
+    fresh = {"kind": "pre", "answers": collected, "jti": secrets.token_urlsafe(16)}
+    token = services.signer.seal(services.principal(), req.method, tool.name, arguments, fresh)
     return {}, InputRequiredResult(input_requests=missing, request_state=token)

@@ -11,6 +11,7 @@ directly instead.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from frontend import params
@@ -18,8 +19,10 @@ from frontend.envelope import RpcRequest
 from frontend.mrtr import require_capabilities
 from frontend.services import DISCONNECTED, REQUEST_ID, Services
 from frontend.streams import Follow, StreamReply, follow, settle
-from shared.errors import INTERNAL_ERROR, McpError, invalid_params
-from shared.store import Reply, TaskRecord, TaskStatus
+from frontend.task_service import Once
+from shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params
+from shared.request_state import arguments_digest
+from shared.store import Reply, TaskRecord, TaskStatus, task_ref
 from shared.tools import Tool
 from shared.wire import CallToolResult, InputRequiredResult, Result
 
@@ -40,29 +43,48 @@ async def ask_again(
     req: RpcRequest,
     tool: Tool,
     arguments: dict[str, Any],
-    ref: str,
+    hidden: Hidden,
     inputs: dict[str, Any],
 ) -> InputRequiredResult:
-    """MRTR for a running synchronous call (2026-07-28): the questions, and a signed state that
-    names the hidden task, so only the same call's retry can deliver answers to it."""
+    """MRTR for a running synchronous call (2026-07-28): the questions, and a sealed state that
+    carries the hidden task's secret id, so only the same call's retry can deliver answers to
+    it. The state expires with the hidden task."""
     try:
         require_capabilities(req, inputs)
     except McpError:
-        await abandon(services, ref, "client cannot answer the tool's input request")
+        await abandon(services, hidden.ref, "client cannot answer the tool's input request")
         raise
     token = services.signer.seal(
-        services.principal(), tool.name, arguments, {"kind": "sync", "ref": ref}
+        services.principal(),
+        req.method,
+        tool.name,
+        arguments,
+        {"kind": "sync", "task": hidden.task_id},
+        expires_ms=hidden.expires_ms,
     )
     return InputRequiredResult(input_requests=inputs, request_state=token)
 
 
 async def start(
-    services: Services, req: RpcRequest, tool: Tool, arguments: dict[str, Any], pre: dict[str, Any]
+    services: Services,
+    req: RpcRequest,
+    tool: Tool,
+    arguments: dict[str, Any],
+    pre: dict[str, Any],
+    once: Once | None = None,
 ) -> Result | StreamReply:
     created = await services.tasks.create(
-        services.principal(), tool, arguments, req.caps, pre, sync=True, request_id=REQUEST_ID.get()
+        services.principal(),
+        tool,
+        arguments,
+        req.caps,
+        pre,
+        sync=True,
+        request_id=REQUEST_ID.get(),
+        once=once,
     )
-    return await wait(services, req, tool, arguments, created.ref)
+    expires = None if created.ttl_ms is None else created.created_ms + created.ttl_ms
+    return await wait(services, req, tool, arguments, Hidden(created.task_id, expires))
 
 
 async def resume(
@@ -73,17 +95,47 @@ async def resume(
     state: dict[str, Any],
 ) -> Result | StreamReply:
     """The MRTR retry of a synchronous call that asked for input: deliver its answers to the
-    hidden task the signed state names, then wait again."""
-    ref = str(state.get("ref", ""))
+    hidden task the sealed state names, then wait again.
+
+    The state carries the hidden task's own secret id (never its ref, which Flower and the
+    logs show), and the task must be what the state claims: a hidden synchronous task of this
+    principal, for this tool and these arguments. Anything else reads as expired."""
+    task_id = state.get("task")
+    gone = invalid_params("Invalid params: requestState refers to a call that has expired")
+    if not isinstance(task_id, str):
+        raise gone
+    ref = task_ref(task_id)
+    try:
+        record, _ = await services.tasks.get(services.principal(), ref)
+    except TaskNotFound:
+        raise gone from None
+    digest = arguments_digest(tool.name, arguments)
+    if not record.sync or record.tool != tool.name:
+        raise gone
+    if arguments_digest(record.tool, record.arguments) != digest:
+        raise gone
     responses = params.input_responses(req, required=False)
     answered = await services.tasks.answer(services.principal(), ref, responses, REQUEST_ID.get())
     if answered.reply is Reply.NOTFOUND:
-        raise invalid_params("Invalid params: requestState refers to a call that has expired")
-    return await wait(services, req, tool, arguments, ref)
+        raise gone
+    expires = None if record.ttl_ms is None else record.created_ms + record.ttl_ms
+    return await wait(services, req, tool, arguments, Hidden(task_id, expires))
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """A synchronous call's hidden task: its secret id, and when it expires (epoch ms)."""
+
+    task_id: str
+    expires_ms: int | None
+
+    @property
+    def ref(self) -> str:
+        return task_ref(self.task_id)
 
 
 async def wait(
-    services: Services, req: RpcRequest, tool: Tool, arguments: dict[str, Any], ref: str
+    services: Services, req: RpcRequest, tool: Tool, arguments: dict[str, Any], hidden: Hidden
 ) -> Result | StreamReply:
     """Follow the hidden task to its end (``frontend.streams``): on an SSE stream when the
     client takes one (progress, keep-alives, input requests on a 2025-era session; bounded by
@@ -92,8 +144,10 @@ async def wait(
     async def stop(reason: str) -> None:
         await abandon(services, ref, reason)
 
+    ref = hidden.ref
+
     async def mrtr(inputs: dict[str, Any]) -> Result:
-        return await ask_again(services, req, tool, arguments, ref, inputs)
+        return await ask_again(services, req, tool, arguments, hidden, inputs)
 
     async def cannot_ask(inputs: dict[str, Any]) -> Result:
         # No MRTR before 2026-07-28, and no stream to send the questions on.

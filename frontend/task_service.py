@@ -7,8 +7,10 @@ on behalf of an owner (the principal): another principal's task reads and writes
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,10 +22,12 @@ from shared.limits import LimitExceeded
 from shared.logs import task_hash
 from shared.settings import Settings
 from shared.store import (
+    Admission,
     Answered,
     AsyncTaskStore,
     Cancelled,
     NewTask,
+    Refused,
     Reply,
     TaskRecord,
     TaskStatus,
@@ -32,6 +36,15 @@ from shared.store import (
 from shared.tools import Tool
 
 log = logging.getLogger("mcpq.web")
+
+
+@dataclass(frozen=True)
+class Once:
+    """A task-creating ``requestState``: its id and expiry (epoch ms). The create marks it
+    used until then, in the same script, so a replay creates no second task."""
+
+    jti: str
+    expires_ms: int
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,7 @@ class TaskService:
         request_id: str = "",
         ttl_ms: int | None = None,
         listed_in: str | None = None,
+        once: Once | None = None,
     ) -> Created:
         """Persist the task, then enqueue its run: only then may anyone learn its id.
 
@@ -81,7 +95,18 @@ class TaskService:
         poll_ms = s.poll_interval_ms if sync else tool.poll_interval_ms or s.poll_interval_ms
         queue = tool.queue or s.default_queue
         task = NewTask(ref, tool.name, queue, owner, arguments, caps, ttl_ms, poll_ms, pre, sync)
-        created_ms = await self.store.create(task, self._unclaimed_ms)
+        admit = None
+        if once is not None:
+            # The marker outlives the state by a margin: the clocks of web and Redis differ.
+            live_ms = max(1, once.expires_ms - int(time.time() * 1000)) + 60_000
+            key = hashlib.sha256(owner.encode()).hexdigest()[:24]
+            admit = Admission(key, once=once.jti, once_ttl_ms=live_ms)
+        try:
+            created_ms = await self.store.create(task, self._unclaimed_ms, admit)
+        except Refused as exc:
+            if exc.limit == "replayed":
+                raise invalid_params("Invalid params: requestState was already used") from None
+            raise
         if created_ms is None:  # a 256-bit collision: never in practice, never silently
             raise McpError(INTERNAL_ERROR, "Could not create the task")
         if listed_in is not None:

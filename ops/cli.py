@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ops import commands
+from shared.request_state import WeakSecret, new_secret, parse_secrets
 from shared.settings import Settings
 
 Exec = Callable[[str, list[str]], object]
@@ -64,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="queue depths, workers, task counts (no task ids)")
     status.add_argument("--no-ping", action="store_true", help="skip the Celery ping")
+
+    sub.add_parser("secret", help="print a fresh value for MCPQ_SECRET (32 random bytes)")
 
     dev = sub.add_parser("dev", help="run Redis, web and a worker locally")
     dev.add_argument("--port", type=port_number, default=8000, help="web port (default 8000)")
@@ -142,6 +145,14 @@ def main(
         settings = Settings.from_env(env)
     except ValueError as exc:
         parser.error(f"bad environment: {exc}")
+    if args.command == "secret":
+        print(new_secret())
+        return 0
+    if args.command == "web" and settings.secret:
+        try:  # one clear line now, not a traceback from every gunicorn worker later
+            parse_secrets(settings.secret)
+        except WeakSecret as exc:
+            parser.error(str(exc))
     if args.command == "dev":
         from ops.dev_launcher import DevOptions, run_dev
 

@@ -78,7 +78,7 @@ class Stack:
         self.tools = tools
         self.knobs = dict(env or {})
         self.redis_args = tuple(redis_args)
-        self.secret = secrets.token_urlsafe(24)
+        self.secret = secrets.token_urlsafe(32)
         self.redis_server: RedisProcess | None = None
         self.webs: list[Child] = []
         self.web_urls: list[str] = []

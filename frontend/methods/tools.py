@@ -17,6 +17,7 @@ from frontend import mrtr, params, sync_call
 from frontend.envelope import RpcRequest
 from frontend.services import REQUEST_ID, Services
 from frontend.streams import StreamReply
+from frontend.task_service import Once
 from shared.errors import invalid_params, missing_tasks_capability
 from shared.request_state import InvalidRequestState
 from shared.results import error_result
@@ -59,9 +60,17 @@ async def call_tool(services: Services, req: RpcRequest) -> Result | StreamReply
         pre, pending = mrtr.gather(services, req, tool, arguments, state)
         if pending is not None:
             return pending
+    once = _single_use(state)
     if as_task:
-        return await create_task(services, req, tool, arguments, pre)
-    return await sync_call.start(services, req, tool, arguments, pre)
+        return await create_task(services, req, tool, arguments, pre, once)
+    return await sync_call.start(services, req, tool, arguments, pre, once)
+
+
+def _single_use(state: dict[str, Any] | None) -> Once | None:
+    """The id and expiry of a task-creating state: the create marks it used."""
+    if state is None or not isinstance(state.get("jti"), str):
+        return None
+    return Once(state["jti"], int(float(state["exp"]) * 1000))
 
 
 def _open_state(
@@ -71,18 +80,23 @@ def _open_state(
         return None
     try:
         return services.signer.open(
-            req.params["requestState"], services.principal(), tool.name, arguments
+            req.params["requestState"], services.principal(), req.method, tool.name, arguments
         )
     except InvalidRequestState as exc:
         raise invalid_params(f"Invalid params: {exc}") from None
 
 
 async def create_task(
-    services: Services, req: RpcRequest, tool: Tool, arguments: dict[str, Any], pre: dict[str, Any]
+    services: Services,
+    req: RpcRequest,
+    tool: Tool,
+    arguments: dict[str, Any],
+    pre: dict[str, Any],
+    once: Once | None = None,
 ) -> Task:
     """The ``CreateTaskResult``: handed out only once the task is persisted and enqueued."""
     created = await services.tasks.create(
-        services.principal(), tool, arguments, req.caps, pre, request_id=REQUEST_ID.get()
+        services.principal(), tool, arguments, req.caps, pre, request_id=REQUEST_ID.get(), once=once
     )
     stamp = iso(created.created_ms)
     return Task(

@@ -10,7 +10,17 @@ return; :func:`task_ref`. Inside: the key schema (``keys``), one Lua script per 
 """
 
 from shared.store.aio import AsyncTaskStore, Watch
-from shared.store.calls import Answered, Cancelled, Claim, Due, InputPoll, NewTask, Renewal
+from shared.store.calls import (
+    Admission,
+    Answered,
+    Cancelled,
+    Claim,
+    Due,
+    InputPoll,
+    NewTask,
+    Refused,
+    Renewal,
+)
 from shared.store.clients import open_async_store, open_store
 from shared.store.keys import Keys, task_ref
 from shared.store.listing import Listed, Position
@@ -23,6 +33,7 @@ from shared.store.sync import TaskStore
 __all__ = [
     "OUTCOMES",
     "TERMINAL",
+    "Admission",
     "Answered",
     "AsyncTaskStore",
     "Cancelled",
@@ -34,6 +45,7 @@ __all__ = [
     "NewTask",
     "Outgoing",
     "Position",
+    "Refused",
     "Renewal",
     "Reply",
     "Session",

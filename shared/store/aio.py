@@ -53,9 +53,13 @@ class AsyncTaskStore:
         return call.parse(replies)
 
     # -- the client's side of a task -------------------------------------------------------------
-    async def create(self, task: NewTask, unclaimed_ms: int) -> int | None:
-        """Persist a new task; its ``createdAt`` (ms), or ``None`` if the ref exists already."""
-        return await self.run(calls.create(self._keys, task, unclaimed_ms))
+    async def create(
+        self, task: NewTask, unclaimed_ms: int, admit: calls.Admission | None = None
+    ) -> int | None:
+        """Persist a new task; its ``createdAt`` (ms), or ``None`` if the ref exists already.
+        Raises :class:`~shared.store.calls.Refused` when ``admit`` refuses it (quota, rate,
+        a replayed state): then nothing was written."""
+        return await self.run(calls.create(self._keys, task, unclaimed_ms, admit))
 
     async def mark_enqueued(self, ref: str, start_within_ms: int) -> bool:
         return await self.run(calls.mark_enqueued(self._keys, ref, start_within_ms))

@@ -61,6 +61,33 @@ class NewTask:
 
 
 @dataclass(frozen=True)
+class Admission:
+    """What a create must pass besides "the id is new": the principal's quotas and, when a
+    task-creating ``requestState`` led to it, that state's single use.
+
+    ``principal_key``: a short hash of the principal (key names never hold the principal
+    itself); ``kind``: ``tasks`` or ``sync`` (which set ``max_open`` bounds); 0 turns a limit
+    off. ``once``: the state's id, marked used for ``once_ttl_ms`` (its remaining life)."""
+
+    principal_key: str
+    kind: str = "tasks"
+    max_open: int = 0
+    rate_per_s: float = 0.0
+    burst: int = 0
+    once: str = ""
+    once_ttl_ms: int = 0
+
+
+class Refused(Exception):
+    """``create`` was refused: ``limit`` is ``tasks``, ``sync`` or ``rate`` (retry after
+    ``retry_ms``), or ``replayed`` (the single-use state was used already)."""
+
+    def __init__(self, limit: str, retry_ms: int = 0) -> None:
+        super().__init__(limit)
+        self.limit, self.retry_ms = limit, retry_ms
+
+
+@dataclass(frozen=True)
 class Claim:
     """``claim``: OK with the run's generation, the task and its delivered answers; else why not
     (GONE, TERMINAL, BUSY, PARKED)."""
@@ -128,7 +155,23 @@ def _reply(reply: Any) -> Reply:
     return Reply(str(reply[0]) if isinstance(reply, list) else str(reply))
 
 
-def create(k: Keys, t: NewTask, unclaimed_ms: int) -> ScriptCall[int | None]:
+def _parse_created(kind: str) -> Callable[[list[Any]], int | None]:
+    def parse(reply: list[Any]) -> int | None:
+        code = reply[0]
+        if code in ("QUOTA", b"QUOTA"):
+            raise Refused(kind, int(reply[1]))
+        if code in ("RATE", b"RATE"):
+            raise Refused("rate", int(reply[1]))
+        if code in ("REPLAYED", b"REPLAYED"):
+            raise Refused("replayed")
+        return int(reply[1]) if int(code) == 1 else None
+
+    return parse
+
+
+def create(
+    k: Keys, t: NewTask, unclaimed_ms: int, admit: Admission | None = None
+) -> ScriptCall[int | None]:
     fields = {
         "tool": t.tool,
         "queue": t.queue,
@@ -141,12 +184,14 @@ def create(k: Keys, t: NewTask, unclaimed_ms: int) -> ScriptCall[int | None]:
         "ttl_ms": "" if t.ttl_ms is None else str(t.ttl_ms),
     }
     ttl = "" if t.ttl_ms is None else str(t.ttl_ms)
-    return ScriptCall(
-        "create",
-        [k.task(t.ref), k.unclaimed, k.active, k.expiry, k.stats],
-        [t.ref, ttl, unclaimed_ms, *_flatten(fields)],
-        lambda r: int(r[1]) if int(r[0]) == 1 else None,
-    )
+    a = admit or Admission("-")
+    keys = [k.task(t.ref), k.unclaimed, k.active, k.expiry]
+    keys += [k.quota(a.principal_key, a.kind), k.bucket(a.principal_key)]
+    keys += [k.used_state(a.once or "-"), k.stats]
+    limits: list[str | int | float] = [a.max_open, repr(float(a.rate_per_s)), a.burst]
+    limits.append(a.once_ttl_ms if a.once else 0)
+    argv: list[str | int | float] = [t.ref, ttl, unclaimed_ms, *limits, *_flatten(fields)]
+    return ScriptCall("create", keys, argv, _parse_created(a.kind))
 
 
 def mark_enqueued(k: Keys, ref: str, start_within_ms: int) -> ScriptCall[bool]:

@@ -42,6 +42,15 @@ Schema (``<p>`` = ``{mcpq}``):
                                    gauges: state:working, state:input_required, parked,
                                    inputs (outstanding input requests)
 ``<p>:workers``             zset   worker node name -> last heartbeat (ms)
+``<p>:q:<pk>:tasks``        zset   quota: ref -> createdAt of a principal's unfinished tasks
+                                   (``pk`` = hash of the principal); ended ones leave lazily
+``<p>:q:<pk>:sync``         zset   quota: the same for its synchronous calls in flight
+``<p>:q:<pk>:rate``         hash   quota: the principal's token bucket (tokens, at ms)
+``<p>:used:<jti>``          str    a task-creating ``requestState`` already used; its TTL is
+                                   the state's remaining life
+``<p>:k:<key id>``          hash   an API key: name, digest (SHA-256 of its secret), scopes,
+                                   created_ms, revoked_ms
+``<p>:k``                   zset   key id -> created_ms of every API key (``mcpq keys list``)
 ``<p>:lock:<name>``         str    a lock (``sweeper``): its holder's token, with a TTL
 ==========================  =====  ===========================================================
 
@@ -142,6 +151,23 @@ class Keys:
     def listing_events(self, scope: str) -> str:
         """The pub/sub channel of a listing scope's tasks (the session's GET stream)."""
         return f"{self.listing(scope)}:ev"
+
+    def quota(self, principal_key: str, kind: str) -> str:
+        """A principal's unfinished tasks (``kind`` ``tasks``) or sync calls (``sync``)."""
+        return f"{self.root}:q:{principal_key}:{kind}"
+
+    def bucket(self, principal_key: str) -> str:
+        return f"{self.root}:q:{principal_key}:rate"
+
+    def used_state(self, jti: str) -> str:
+        return f"{self.root}:used:{jti}"
+
+    def api_key(self, key_id: str) -> str:
+        return f"{self.root}:k:{key_id}"
+
+    @property
+    def api_keys(self) -> str:
+        return f"{self.root}:k"
 
     def lock(self, name: str) -> str:
         return f"{self.root}:lock:{name}"

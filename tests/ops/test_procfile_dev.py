@@ -39,6 +39,7 @@ from ops.processes import (
 )
 from ops.redis_binary import IN_MEMORY_ARGS, RedisProcess
 from ops.stack import REPO, Child, multiproc_dir
+from shared.request_state import new_secret
 from shared.store import task_ref
 from tests.ops.ops_harness import OPS_TOOLS, Flower, OpsClient, wait_flower_sees
 from tests.support.stacks import FAST_KNOBS
@@ -122,7 +123,7 @@ def dotenv_values(redis_url: str) -> dict[str, str]:
                 values[name.strip()] = value.strip()
     values.update(
         REDIS_URL=redis_url,
-        MCPQ_SECRET="procfile-dev-test-secret",
+        MCPQ_SECRET=new_secret(),
         MCPQ_TOOLS=OPS_TOOLS,
         FLOWER_UNAUTHENTICATED_API="true",
     )

@@ -19,8 +19,10 @@ class WhiteBoxStore(TaskStore):
         super().__init__(client, keys)
         self.redis, self.keys = client, keys
 
-    def create(self, task: NewTask, unclaimed_ms: int) -> int | None:
-        return self.run(calls.create(self.keys, task, unclaimed_ms))
+    def create(
+        self, task: NewTask, unclaimed_ms: int, admit: calls.Admission | None = None
+    ) -> int | None:
+        return self.run(calls.create(self.keys, task, unclaimed_ms, admit))
 
     def answer(self, ref: str, owner: str, answers: dict[str, Any], unclaimed_ms: int) -> Answered:
         return self.run(calls.answer(self.keys, ref, owner, answers, unclaimed_ms))

@@ -349,7 +349,7 @@ class FakeWorker:
 
 
 SETTINGS = Settings(
-    secret="unit-test-secret",
+    secret="unit-test-secret-0123456789-abcdefghijklmnopqrstuvwxyz",
     key_prefix="unit",
     sync_timeout_s=2.0,
     tools=(),

@@ -40,7 +40,7 @@ def test_round_one_asks_and_creates_nothing(mcp: Mcp) -> None:
     assert set(result) == {"resultType", "inputRequests", "requestState", "_meta"}
     assert result["resultType"] == "input_required"
     assert result["inputRequests"] == {"confirm": elicitation("Delete db?", CONFIRM_SCHEMA)}
-    assert result["requestState"].startswith("v1.")
+    assert result["requestState"].startswith("v2.")
     assert set(result["_meta"]) == {SERVER_INFO}
     assert mcp.producer.calls == []
     assert not mcp.peek.keys(mcp.keys.task_prefix + "*")
@@ -59,6 +59,16 @@ def test_round_two_creates_the_task_with_the_answers_as_prelude(mcp: Mcp) -> Non
     assert mcp.get(result["taskId"]).result["status"] == "working"
 
 
+def test_a_task_creating_state_is_single_use(mcp: Mcp) -> None:
+    state = round_one(mcp)["requestState"]
+    first = retry(mcp, "guarded", {"target": "db"}, state, {"confirm": YES}, caps=ELICIT)
+    assert first.result["resultType"] == "task"
+    replay = retry(mcp, "guarded", {"target": "db"}, state, {"confirm": YES}, caps=ELICIT)
+    assert replay.code() == (400, -32602)
+    assert "already used" in replay.error["message"]
+    assert len(mcp.producer.enqueues) == 1
+
+
 def test_a_decline_is_an_answer_too(mcp: Mcp) -> None:
     state = round_one(mcp)["requestState"]
     no = {"action": "decline"}
@@ -69,13 +79,13 @@ def test_a_decline_is_an_answer_too(mcp: Mcp) -> None:
 
 
 def tamper(token: str) -> str:
-    version, payload, mac = token.split(".")
-    return ".".join([version, payload, ("A" if mac[0] != "A" else "B") + mac[1:]])
+    version, kid, sealed = token.split(".")
+    return ".".join([version, kid, sealed[:-1] + ("A" if sealed[-1] != "A" else "B")])
 
 
 @pytest.mark.parametrize(
     "make_state",
-    [tamper, lambda t: t[:-4], lambda t: "v1.e30.AAAA", lambda t: "garbage", lambda t: 12345],
+    [tamper, lambda t: t[:-4], lambda t: "v2.00000000.AAAA", lambda t: "garbage", lambda t: 12345],
 )
 def test_tampered_or_malformed_request_state_is_32602(
     mcp: Mcp, make_state: Callable[[str], Any]
@@ -118,8 +128,8 @@ def test_expired_request_state_is_32602(make_mcp: Callable[..., Mcp]) -> None:
 def test_request_state_from_a_server_with_another_secret_is_32602(
     make_mcp: Callable[..., Mcp],
 ) -> None:
-    state = round_one(make_mcp(secret="one"))["requestState"]
-    other = make_mcp(secret="two")
+    state = round_one(make_mcp(secret="one-" + "k" * 43 + "abcdefghijklmn"))["requestState"]
+    other = make_mcp(secret="two-" + "k" * 43 + "abcdefghijklmn")
     reply = retry(other, "guarded", {"target": "db"}, state, {"confirm": YES}, caps=ELICIT)
     assert reply.code() == (400, -32602)
 

@@ -102,6 +102,28 @@ def test_a_bad_environment_value_is_a_usage_error_not_a_traceback() -> None:
     assert exited.value.code == 2
 
 
+@pytest.mark.parametrize("secret", ["x", "change-me-to-a-long-random-string"])
+def test_a_weak_or_placeholder_secret_stops_web_in_one_line(
+    secret: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recorder = Recorder()
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["web"], execute=recorder, environ={"MCPQ_SECRET": secret})
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "MCPQ_SECRET" in err and "Traceback" not in err
+    assert secret not in err  # the secret itself is never echoed
+
+
+def test_secret_prints_a_fresh_strong_value(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["secret"], execute=Recorder(), environ={}) == 0
+    first = capsys.readouterr().out.strip()
+    cli.main(["secret"], execute=Recorder(), environ={})
+    second = capsys.readouterr().out.strip()
+    assert first != second
+    assert cli.parse_secrets(first) == [first]
+
+
 def test_dev_options_default_to_port_8000_with_a_worker_and_no_flower() -> None:
     args = cli.build_parser().parse_args(["dev"])
     assert (args.port, args.no_worker, args.flower, args.flower_port) == (8000, False, False, 5555)

@@ -1,131 +1,132 @@
-"""``shared.request_state``: the signed MRTR ``requestState`` (spec digest §6.1, §10)."""
+"""``shared.request_state``: the sealed MRTR ``requestState`` (spec digest §6.1, §10)."""
 
 from __future__ import annotations
 
 import base64
-import json
 import time
 from typing import Any
 
 import pytest
 
-from shared.request_state import InvalidRequestState, RequestStateSigner, arguments_digest
+from shared.request_state import (
+    InvalidRequestState,
+    RequestStateSigner,
+    WeakSecret,
+    arguments_digest,
+    new_secret,
+    parse_secrets,
+)
 
 ARGS = {"target": "db", "force": False}
+KEY_A = new_secret()
+KEY_B = new_secret()
 
 
 def seal(signer: RequestStateSigner, **state: Any) -> str:
-    return signer.seal("alice", "guarded", ARGS, {"kind": "pre", "answers": {}, **state})
+    return signer.seal("alice", "tools/call", "guarded", ARGS, {"kind": "pre", **state})
 
 
-def b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-
-
-def unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+def open_(signer: RequestStateSigner, token: Any, **over: Any) -> dict[str, Any]:
+    call = {"principal": "alice", "method": "tools/call", "tool": "guarded", "arguments": ARGS}
+    call.update(over)
+    return signer.open(token, call["principal"], call["method"], call["tool"], call["arguments"])
 
 
 @pytest.fixture
 def signer() -> RequestStateSigner:
-    return RequestStateSigner("secret", 60)
+    return RequestStateSigner([KEY_A], 60)
 
 
 def test_round_trip_carries_the_state_and_its_bindings(signer: RequestStateSigner) -> None:
     token = seal(signer, answers={"confirm": {"action": "accept"}})
-    body = signer.open(token, "alice", "guarded", dict(ARGS))
-    assert body["kind"] == "pre"
+    body = open_(signer, token)
     assert body["answers"] == {"confirm": {"action": "accept"}}
-    assert (body["v"], body["sub"], body["tool"]) == (1, "alice", "guarded")
+    assert (body["sub"], body["m"], body["tool"]) == ("alice", "tools/call", "guarded")
     assert body["args"] == arguments_digest("guarded", ARGS)
-    assert time.time() < body["exp"] <= time.time() + 61
 
 
-def test_token_shape_is_header_and_url_safe(signer: RequestStateSigner) -> None:
-    token = seal(signer)
-    version, payload, mac = token.split(".")
-    assert version == "v1"
-    assert all(part and set(part) <= set(b64(bytes(range(256))) + "-_") for part in (payload, mac))
-    assert len(unb64(mac)) == 32
+def test_the_token_is_encrypted_and_url_safe(signer: RequestStateSigner) -> None:
+    token = seal(signer, answers={"confirm": {"content": {"word": "swordfish"}}})
+    version, kid, sealed = token.split(".")
+    assert version == "v2" and len(kid) == 8
+    raw = base64.urlsafe_b64decode(sealed + "=" * (-len(sealed) % 4))
+    assert b"swordfish" not in raw and b"alice" not in raw
+    assert all(c.isalnum() or c in "-_." for c in token)
+    assert seal(signer) != seal(signer)  # a fresh nonce each time
 
 
-def test_expired_token_is_refused() -> None:
-    signer = RequestStateSigner("secret", -1)
+def test_a_state_never_outlives_what_it_stands_for(signer: RequestStateSigner) -> None:
+    soon = int(time.time() * 1000) + 5_000
+    token = signer.seal("alice", "tools/call", "guarded", ARGS, {}, expires_ms=soon)
+    assert open_(signer, token)["exp"] <= soon / 1000
+    past = int(time.time() * 1000) - 1
+    gone = signer.seal("alice", "tools/call", "guarded", ARGS, {}, expires_ms=past)
     with pytest.raises(InvalidRequestState, match="expired"):
-        signer.open(seal(signer), "alice", "guarded", ARGS)
+        open_(signer, gone)
 
 
-def test_expiry_follows_the_clock(
-    signer: RequestStateSigner, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    token = seal(signer)
-    later = time.time() + 120
-    monkeypatch.setattr(time, "time", lambda: later)
+def test_expired_tokens_are_refused() -> None:
+    signer = RequestStateSigner([KEY_A], -1)
     with pytest.raises(InvalidRequestState, match="expired"):
-        signer.open(token, "alice", "guarded", ARGS)
+        open_(signer, seal(signer))
 
 
-def test_another_secret_cannot_forge(signer: RequestStateSigner) -> None:
-    forged = seal(RequestStateSigner("other", 60))
+def test_another_key_cannot_forge_and_old_keys_still_open(signer: RequestStateSigner) -> None:
+    other = RequestStateSigner([KEY_B], 60)
     with pytest.raises(InvalidRequestState, match="verification"):
-        signer.open(forged, "alice", "guarded", ARGS)
+        open_(signer, seal(other))
+    rotated = RequestStateSigner([KEY_B, KEY_A], 60)  # new key first, old one still opens
+    assert open_(rotated, seal(signer))["kind"] == "pre"
+    assert open_(other, seal(rotated))["kind"] == "pre"  # and the new one seals
 
 
-def test_edited_payload_fails_verification(signer: RequestStateSigner) -> None:
-    version, payload, mac = seal(signer).split(".")
-    body = json.loads(unb64(payload))
-    body["answers"] = {"confirm": {"action": "accept"}}
-    edited = ".".join([version, b64(json.dumps(body).encode()), mac])
-    with pytest.raises(InvalidRequestState, match="verification"):
-        signer.open(edited, "alice", "guarded", ARGS)
-
-
-def test_edited_mac_fails_verification(signer: RequestStateSigner) -> None:
-    version, payload, mac = seal(signer).split(".")
-    raw = bytearray(unb64(mac))
-    raw[0] ^= 1
-    with pytest.raises(InvalidRequestState, match="verification"):
-        signer.open(".".join([version, payload, b64(bytes(raw))]), "alice", "guarded", ARGS)
+def test_an_edited_token_fails_verification(signer: RequestStateSigner) -> None:
+    version, kid, sealed = seal(signer).split(".")
+    flipped = sealed[:-2] + ("AA" if sealed[-2:] != "AA" else "BB")
+    with pytest.raises(InvalidRequestState):
+        open_(signer, ".".join([version, kid, flipped]))
+    # The key id and version are authenticated data: moving the token to another fails.
+    with pytest.raises(InvalidRequestState):
+        open_(signer, ".".join(["v1", kid, sealed]))
 
 
 @pytest.mark.parametrize(
-    ("principal", "tool", "arguments", "match"),
+    ("over", "match"),
     [
-        ("mallory", "guarded", ARGS, "another request"),
-        ("alice", "survey", ARGS, "another request"),
-        ("alice", "guarded", {"target": "prod", "force": False}, "other arguments"),
-        ("alice", "guarded", {"target": "db"}, "other arguments"),
+        ({"principal": "mallory"}, "another request"),
+        ({"method": "tasks/update"}, "another request"),
+        ({"tool": "other"}, "another request"),
+        ({"arguments": {"target": "prod", "force": False}}, "other arguments"),
     ],
 )
-def test_token_is_bound_to_principal_tool_and_arguments(
-    signer: RequestStateSigner, principal: str, tool: str, arguments: dict[str, Any], match: str
-) -> None:
+def test_bindings(signer: RequestStateSigner, over: dict[str, Any], match: str) -> None:
     with pytest.raises(InvalidRequestState, match=match):
-        signer.open(seal(signer), principal, tool, arguments)
+        open_(signer, seal(signer), **over)
+
+
+@pytest.mark.parametrize("token", [None, 5, "", "v2.x", "v2.abcdefgh.!!!", "a.b.c.d", "v2..AA"])
+def test_malformed_tokens_are_refused(signer: RequestStateSigner, token: Any) -> None:
+    with pytest.raises(InvalidRequestState):
+        open_(signer, token)
 
 
 @pytest.mark.parametrize(
-    "token",
-    [None, 12, b"v1.a.b", "", "v1", "v1.abc", "v2.abc.def", "v1.a.b.c", "x1.abc.def", "v1.!!.@@"],
+    "raw",
+    [
+        "x",
+        "short-but-not-empty",
+        "a" * 64,  # long, not random
+        "change-me-to-a-long-random-string",
+        "the-same-long-random-string-on-every-web-host",
+        f"{new_secret()},weak",
+        "",
+    ],
 )
-def test_malformed_tokens_are_refused(signer: RequestStateSigner, token: Any) -> None:
-    with pytest.raises(InvalidRequestState):
-        signer.open(token, "alice", "guarded", ARGS)
+def test_weak_or_placeholder_secrets_are_refused(raw: str) -> None:
+    with pytest.raises(WeakSecret, match="MCPQ_SECRET"):
+        parse_secrets(raw)
 
 
-def test_refusals_are_value_errors() -> None:
-    assert issubclass(InvalidRequestState, ValueError)
-
-
-def test_digest_depends_on_tool_and_arguments() -> None:
-    base = arguments_digest("guarded", ARGS)
-    assert base == arguments_digest("guarded", dict(ARGS))
-    assert base != arguments_digest("other", ARGS)
-    assert base != arguments_digest("guarded", {**ARGS, "force": True})
-    assert len(base) == 64
-
-
-def test_digest_ignores_key_order() -> None:
-    nested = {"filters": {"a": 1, "b": 2}}
-    reordered = {"filters": {"b": 2, "a": 1}}
-    assert arguments_digest("t", nested) == arguments_digest("t", reordered)
+def test_a_list_of_strong_secrets_is_accepted() -> None:
+    assert parse_secrets(f" {KEY_A} , {KEY_B} ") == [KEY_A, KEY_B]
+    assert parse_secrets("0123456789abcdef" * 4) == ["0123456789abcdef" * 4]  # openssl rand -hex

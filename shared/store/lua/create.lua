@@ -1,18 +1,58 @@
--- create: a new task in state `working`, unless the id exists (SET NX semantics).
+-- create: a new task in state `working`, unless the id exists (SET NX semantics), admitted by
+-- the principal's quotas and, for a task-creating requestState, its single use.
 -- KEYS[1] task hash, KEYS[2] unclaimed zset, KEYS[3] active zset, KEYS[4] expiry zset,
--- KEYS[5] stats hash
--- ARGV[1] ref, ARGV[2] ttl_ms ('' = unlimited), ARGV[3] unclaimed bound ms, ARGV[4..] field/value
--- returns {1, created_ms} or {0} when the task exists already
+-- KEYS[5] the principal's quota zset (unfinished tasks, or sync calls), KEYS[6] its token
+-- bucket, KEYS[7] the used-state marker, KEYS[8] stats hash
+-- ARGV[1] ref, ARGV[2] ttl_ms ('' = unlimited), ARGV[3] unclaimed bound ms,
+-- ARGV[4] quota limit (0 = none), ARGV[5] tokens per second (0 = no rate limit), ARGV[6] burst,
+-- ARGV[7] used-state TTL ms (0 = no single-use state), ARGV[8..] field/value
+-- returns {1, created_ms} | {0} when the task exists already | {'REPLAYED'} |
+--         {'QUOTA', retry_ms} | {'RATE', retry_ms}
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end
+-- Every check runs before any write, in one script: a refused request spends nothing (no
+-- token, no use of its state), and two racing requests cannot both take the last slot.
+-- The single use first: a replayed state must not spend the principal's quota either.
+local once_ms = tonumber(ARGV[7])
+if once_ms > 0 and redis.call('EXISTS', KEYS[7]) == 1 then return {'REPLAYED'} end
+local limit = tonumber(ARGV[4])
+if limit > 0 and redis.call('ZCARD', KEYS[5]) >= limit then
+  -- Lazy: members whose task ended (or expired) are no longer in the active index; they leave
+  -- now, so no terminal transition has to know about quotas. The set never grows past the
+  -- limit, so this walk is bounded by it.
+  for _, ref in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do
+    if not redis.call('ZSCORE', KEYS[3], ref) then redis.call('ZREM', KEYS[5], ref) end
+  end
+  if redis.call('ZCARD', KEYS[5]) >= limit then return {'QUOTA', 1000} end
+end
+local rate = tonumber(ARGV[5])
+local tokens = 0
+if rate > 0 then
+  -- A token bucket on Redis's clock (every replica shares it): `burst` at most, refilled at
+  -- `rate` per second, one token per task.
+  local burst = tonumber(ARGV[6])
+  local b = redis.call('HMGET', KEYS[6], 'tokens', 'at')
+  tokens = burst
+  if b[1] then tokens = math.min(burst, tonumber(b[1]) + (now - tonumber(b[2])) * rate / 1000) end
+  if tokens < 1 then return {'RATE', math.ceil((1 - tokens) * 1000 / rate)} end
+  redis.call('HSET', KEYS[6], 'tokens', tostring(tokens - 1), 'at', now)
+  redis.call('PEXPIRE', KEYS[6], math.ceil(burst * 1000 / rate) + 1000)
+end
+if once_ms > 0 then redis.call('SET', KEYS[7], '1', 'PX', once_ms) end
 local fields = {'status', 'working', 'created_ms', now, 'updated_ms', now, 'gen', 0,
                 'lease', 0, 'parked', 0, 'runs', 0}
-for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
 if ARGV[2] ~= '' then
   local at = now + tonumber(ARGV[2])
   redis.call('HSET', KEYS[1], 'expire_at', at)
   redis.call('PEXPIREAT', KEYS[1], at)
   redis.call('ZADD', KEYS[4], at, ARGV[1])
+end
+if limit > 0 then
+  redis.call('ZADD', KEYS[5], now, ARGV[1])
+  -- Idle principals' sets go away; one whose only task runs longer than this without a new
+  -- create is undercounted by it (lenient, never wrongly refused).
+  redis.call('PEXPIRE', KEYS[5], 7 * 86400000)
 end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[1])
 stat('created:' .. redis.call('HGET', KEYS[1], 'tool'), 1)
