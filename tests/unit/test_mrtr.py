@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from frontend.services import Services
+from shared.request_state import RequestStateSigner, parse_secrets
 from shared.results import call_tool_result
 from shared.store.records import TaskRecord
 from shared.tools import elicitation
@@ -238,4 +239,32 @@ def test_sync_request_state_is_bound_to_its_arguments(mcp: Mcp) -> None:
     mcp.producer.on_enqueue = mcp.worker.runs(asks_then_greets)
     state = mcp.call("quick", {"x": 1}, caps=ELICIT, opt_in=False).result["requestState"]
     reply = retry(mcp, "quick", {"x": 2}, state, {"k": YES}, caps=ELICIT)
+    assert reply.code() == (400, -32602)
+
+
+def forge_sync_state(mcp: Mcp, task_id: str, tool: str, arguments: dict[str, Any]) -> str:
+    """What an attacker holding the server's key could not do anyway, done with it: a sync
+    state naming a task that is not the hidden call it claims (resume must check)."""
+    signer = RequestStateSigner(parse_secrets(mcp.settings.secret), 60)
+    state = {"kind": "sync", "task": task_id}
+    return signer.seal("anonymous", "tools/call", tool, arguments, state)
+
+
+def test_a_sync_state_cannot_reach_a_task_that_is_not_its_hidden_call(mcp: Mcp) -> None:
+    visible = mcp.call("echo", {"text": "a"}, caps=ELICIT).result  # a task with a public id
+    assert visible["resultType"] == "task"
+    state = forge_sync_state(mcp, visible["taskId"], "echo", {"text": "a", "times": 1})
+    reply = retry(mcp, "echo", {"text": "a"}, state, {"k": YES}, caps=ELICIT)
+    assert reply.code() == (400, -32602)
+    assert "expired" in reply.error["message"]
+    record = mcp.record(visible["taskId"])
+    assert record is not None and record.status == "working"  # untouched
+
+
+def test_an_old_v1_state_naming_a_ref_is_refused(mcp: Mcp) -> None:
+    mcp.producer.on_enqueue = mcp.worker.runs(asks_then_greets)
+    mcp.call("quick", {"x": 1}, caps=ELICIT, opt_in=False)
+    [(_, _, ref, _, _)] = mcp.producer.enqueues
+    forged = "v1." + "e30" + "." + ref  # the public ref in any wrapper is not a state
+    reply = retry(mcp, "quick", {"x": 1}, forged, {"k": YES}, caps=ELICIT)
     assert reply.code() == (400, -32602)
