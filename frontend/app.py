@@ -8,9 +8,13 @@ below reads the environment or builds a client.
 from __future__ import annotations
 
 import logging
+from urllib.parse import urlsplit
 
 import falcon.asgi
+import httpx
 
+from frontend.auth import METADATA_PATH, build_authenticator, metadata_url
+from frontend.auth.metadata import MetadataResource
 from frontend.edge import AsgiAdapter, McpResource
 from frontend.endpoint import McpEndpoint
 from frontend.health import HealthResource, ReadyResource
@@ -30,6 +34,7 @@ def create_app(
     store: AsyncTaskStore | None = None,
     producer: Producer | None = None,
     tools: Registry | None = None,
+    http: httpx.AsyncClient | None = None,
 ) -> AsgiAdapter:
     tools = tools if tools is not None else Registry.from_modules(settings.tools)
     store = store if store is not None else open_async_store(settings)
@@ -39,9 +44,15 @@ def create_app(
         tasks=TaskService(settings, store, producer),
         registry=tools,
         signer=RequestStateSigner(_secrets(settings), settings.mrtr_state_ttl_s),
+        auth=build_authenticator(settings, store, http),
     )
     app = falcon.asgi.App()
     app.add_route("/mcp", McpResource(McpEndpoint(services)))
+    if "oauth" in settings.auth:
+        metadata = MetadataResource(settings, tools)
+        app.add_route(METADATA_PATH, metadata)
+        # RFC 9728 §3.1: the path-inserted form for the resource's own path (/mcp).
+        app.add_route(urlsplit(metadata_url(settings.resource_url)).path, metadata)
     app.add_route("/healthz", HealthResource())
     app.add_route("/readyz", ReadyResource(store, settings))
     queues = sorted({settings.default_queue, *tools.queues()})

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from frontend import envelope, metrics, replies, transport
+from frontend.auth import AuthFailed
 from frontend.envelope import Notification, RequestError, RpcRequest
 from frontend.http_types import HttpReply, HttpRequest
 from frontend.legacy import methods as legacy_methods
@@ -77,7 +78,7 @@ class McpEndpoint:
             body: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "error": error.to_error()}
             if rid is NO_ID:
                 del body["id"]
-            return HttpReply(error.http_status, jsonutil.dumpb(body))
+            return HttpReply(error.http_status, jsonutil.dumpb(body), headers=dict(error.headers))
         assert result is not None and not isinstance(rid, NoId)
         message = replies.response(rid, result=result, server_info=self.server_info)
         return HttpReply(200, jsonutil.dumpb(message))
@@ -123,6 +124,15 @@ class McpEndpoint:
             return self._reply(NO_ID, error=early), None, early.code
         if early is not None:
             return early, None, None
+        # Authentication before the body is parsed: nothing of an unauthenticated request is
+        # looked at beyond its size and origin (every method, GET and DELETE included).
+        auth = self.services.auth
+        try:
+            req.principal = await auth.authenticate(req)
+        except AuthFailed as failed:
+            return auth.reply(failed), None, None
+        except McpError as exc:  # the key store is unavailable: 503, not a refusal
+            return self._reply(NO_ID, error=exc), None, exc.code
         if req.method == "DELETE":
             return await self.legacy.end(req), None, None
         if req.method == "GET":

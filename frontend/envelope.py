@@ -14,6 +14,7 @@ import orjson
 
 from frontend import headers
 from frontend.http_types import HttpRequest
+from frontend.principal import ANONYMOUS, Principal
 from shared.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -50,6 +51,14 @@ class RpcRequest:
     version: str = PROTOCOL_VERSION
     session: Session | None = None
     streams: bool = False  # the client accepts an SSE reply (text/event-stream)
+    #: The authenticated caller: every task this request creates or touches is bound to it.
+    #: Carried on the request, never in a context variable: streams outlive the request.
+    principal: Principal = ANONYMOUS
+
+    @property
+    def owner(self) -> str:
+        """The owner id the store compares (``Principal.id``)."""
+        return self.principal.id
 
     @property
     def legacy(self) -> bool:
@@ -149,4 +158,6 @@ def validate(req: HttpRequest, message: dict[str, Any], require_task_name: bool)
     if version not in SUPPORTED_VERSIONS:
         data = {"supported": SUPPORTED_VERSIONS, "requested": version}
         raise RequestError(McpError(UNSUPPORTED_VERSION, "Unsupported protocol version", data), rid)
-    return RpcRequest(rid, method, params, caps, streams=accepts_stream(req))
+    return RpcRequest(
+        rid, method, params, caps, streams=accepts_stream(req), principal=req.principal
+    )

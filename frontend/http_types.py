@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from frontend.principal import ANONYMOUS, Principal
+
 
 @dataclass
 class HttpRequest:
@@ -13,6 +15,8 @@ class HttpRequest:
     headers: dict[str, list[str]]  # lower-cased name -> every value, in order
     body: bytes = b""
     declared_length: int | None = None  # Content-Length (a body announced too large is not read)
+    #: Who sent it, once authenticated (``frontend.auth``); set before anything reads the body.
+    principal: Principal = ANONYMOUS
 
     def header(self, name: str) -> str | None:
         values = self.headers.get(name.lower())

@@ -36,6 +36,9 @@ LATENCY = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 STORE_ERRORS = Counter("mcpq_store_errors", "Requests that found the task store unavailable")
+LIMIT_REJECTIONS = Counter(
+    "mcpq_limit_rejections", "Creates refused by a per-principal limit (429)", ["limit"]
+)
 
 
 class StatsCollector(Collector):

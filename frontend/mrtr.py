@@ -59,5 +59,5 @@ def gather(
     # A random id makes the state single-use: the create it leads to marks it used, in the
     # same script (shared.store Admission), so a replay creates no second task.
     fresh = {"kind": "pre", "answers": collected, "jti": secrets.token_urlsafe(16)}
-    token = services.signer.seal(services.principal(), req.method, tool.name, arguments, fresh)
+    token = services.signer.seal(req.owner, req.method, tool.name, arguments, fresh)
     return {}, InputRequiredResult(input_requests=missing, request_state=token)

@@ -7,6 +7,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 
+from frontend.auth import Authenticator
 from frontend.task_service import TaskService
 from shared.request_state import RequestStateSigner
 from shared.settings import Settings
@@ -25,14 +26,12 @@ class Services:
     registry: Registry
     signer: RequestStateSigner
     server_info: dict[str, str] = field(default_factory=dict)
+    #: ``MCPQ_AUTH``'s authenticator; by default none (every caller is ``anonymous``).
+    auth: Authenticator = field(default_factory=lambda: Authenticator(()))
 
     def __post_init__(self) -> None:
         if not self.server_info:
             self.server_info = {"name": self.settings.server_name, "version": _server_version()}
-
-    def principal(self) -> str:
-        """Who is calling. Authentication is not configured yet: everyone is anonymous."""
-        return "anonymous"
 
 
 def _server_version() -> str:

@@ -144,7 +144,7 @@ class _Follower:
     async def _step(self) -> Events:
         """Read the task and send what is new: progress, input requests, or the end."""
         spec, rpc = self.spec, self.rpc
-        record, inputs = await self.services.tasks.get(self.services.principal(), spec.ref)
+        record, inputs = await self.services.tasks.get(rpc.owner, spec.ref)
         if rpc.progress_token is not None and record.reports > self.reported:
             self.reported = record.reports
             self.sent_at = time.monotonic()

@@ -52,10 +52,12 @@ async def ask_again(
     try:
         require_capabilities(req, inputs)
     except McpError:
-        await abandon(services, hidden.ref, "client cannot answer the tool's input request")
+        await abandon(
+            services, req.owner, hidden.ref, "client cannot answer the tool's input request"
+        )
         raise
     token = services.signer.seal(
-        services.principal(),
+        req.owner,
         req.method,
         tool.name,
         arguments,
@@ -74,7 +76,7 @@ async def start(
     once: Once | None = None,
 ) -> Result | StreamReply:
     created = await services.tasks.create(
-        services.principal(),
+        req.owner,
         tool,
         arguments,
         req.caps,
@@ -106,7 +108,7 @@ async def resume(
         raise gone
     ref = task_ref(task_id)
     try:
-        record, _ = await services.tasks.get(services.principal(), ref)
+        record, _ = await services.tasks.get(req.owner, ref)
     except TaskNotFound:
         raise gone from None
     digest = arguments_digest(tool.name, arguments)
@@ -115,7 +117,7 @@ async def resume(
     if arguments_digest(record.tool, record.arguments) != digest:
         raise gone
     responses = params.input_responses(req, required=False)
-    answered = await services.tasks.answer(services.principal(), ref, responses, REQUEST_ID.get())
+    answered = await services.tasks.answer(req.owner, ref, responses, REQUEST_ID.get())
     if answered.reply is Reply.NOTFOUND:
         raise gone
     expires = None if record.ttl_ms is None else record.created_ms + record.ttl_ms
@@ -142,7 +144,7 @@ async def wait(
     ``MCPQ_STREAM_MAX_S``), else as one JSON reply bounded by ``MCPQ_SYNC_TIMEOUT_S``."""
 
     async def stop(reason: str) -> None:
-        await abandon(services, ref, reason)
+        await abandon(services, req.owner, ref, reason)
 
     ref = hidden.ref
 
@@ -184,5 +186,5 @@ async def await_end(
     return await settle(services, req, spec)
 
 
-async def abandon(services: Services, ref: str, reason: str) -> None:
-    await services.tasks.cancel(services.principal(), ref, reason)
+async def abandon(services: Services, owner: str, ref: str, reason: str) -> None:
+    await services.tasks.cancel(owner, ref, reason)

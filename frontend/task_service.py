@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from frontend import limits, metrics
 from frontend.producer import Producer
 from shared import answers
 from shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params
@@ -95,18 +96,15 @@ class TaskService:
         poll_ms = s.poll_interval_ms if sync else tool.poll_interval_ms or s.poll_interval_ms
         queue = tool.queue or s.default_queue
         task = NewTask(ref, tool.name, queue, owner, arguments, caps, ttl_ms, poll_ms, pre, sync)
-        admit = None
-        if once is not None:
-            # The marker outlives the state by a margin: the clocks of web and Redis differ.
-            live_ms = max(1, once.expires_ms - int(time.time() * 1000)) + 60_000
-            key = hashlib.sha256(owner.encode()).hexdigest()[:24]
-            admit = Admission(key, once=once.jti, once_ttl_ms=live_ms)
         try:
-            created_ms = await self.store.create(task, self._unclaimed_ms, admit)
+            created_ms = await self.store.create(
+                task, self._unclaimed_ms, self._admission(owner, sync, once)
+            )
         except Refused as exc:
             if exc.limit == "replayed":
                 raise invalid_params("Invalid params: requestState was already used") from None
-            raise
+            metrics.LIMIT_REJECTIONS.labels(exc.limit).inc()
+            raise limits.over_limit(exc.limit, exc.retry_ms) from None
         if created_ms is None:  # a 256-bit collision: never in practice, never silently
             raise McpError(INTERNAL_ERROR, "Could not create the task")
         if listed_in is not None:
@@ -118,6 +116,26 @@ class TaskService:
         transition = {"task": task_hash(ref), "tool": tool.name, "transition": "created"}
         log.info("task created", extra=transition)
         return Created(task_id, ref, created_ms, ttl_ms, poll_ms)
+
+    def _admission(self, owner: str, sync: bool, once: Once | None) -> Admission:
+        """The principal's limits for this create (checked with it, in one script)."""
+        s = self.settings
+        # Key names carry a hash of the principal, never the principal itself.
+        key = hashlib.sha256(owner.encode()).hexdigest()[:24]
+        once_id, once_ttl = "", 0
+        if once is not None:
+            # The marker outlives the state by a margin: the clocks of web and Redis differ.
+            once_id = once.jti
+            once_ttl = max(1, once.expires_ms - int(time.time() * 1000)) + 60_000
+        return Admission(
+            key,
+            kind="sync" if sync else "tasks",
+            max_open=s.max_sync_calls if sync else s.max_open_tasks,
+            rate_per_s=s.create_rate,
+            burst=max(1, s.create_burst),
+            once=once_id,
+            once_ttl_ms=once_ttl,
+        )
 
     async def enqueue(self, run: Run) -> None:
         """Publish a run, then give it ``MCPQ_REQUEUE_UNSTARTED_S`` on the unclaimed watch list

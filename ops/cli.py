@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ops import commands
-from shared.request_state import WeakSecret, new_secret, parse_secrets
+from ops import commands, preflight
+from shared.request_state import new_secret
 from shared.settings import Settings
 
 Exec = Callable[[str, list[str]], object]
@@ -67,6 +67,17 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--no-ping", action="store_true", help="skip the Celery ping")
 
     sub.add_parser("secret", help="print a fresh value for MCPQ_SECRET (32 random bytes)")
+
+    keys = sub.add_parser("keys", help="API keys (MCPQ_AUTH=apikey): create, list, revoke")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    create = keys_sub.add_parser("create", help="make a key and print it once")
+    create.add_argument("name", help="who or what uses it (shown by list)")
+    create.add_argument(
+        "--scope", action="append", default=[], help="a scope the key grants (repeatable)"
+    )
+    keys_sub.add_parser("list", help="every key: id, name, scopes, created, revoked")
+    revoke = keys_sub.add_parser("revoke", help="revoke a key at once, on every replica")
+    revoke.add_argument("key_id", help="the key's id (from list, or the token's middle part)")
 
     dev = sub.add_parser("dev", help="run Redis, web and a worker locally")
     dev.add_argument("--port", type=port_number, default=8000, help="web port (default 8000)")
@@ -148,11 +159,15 @@ def main(
     if args.command == "secret":
         print(new_secret())
         return 0
-    if args.command == "web" and settings.secret:
-        try:  # one clear line now, not a traceback from every gunicorn worker later
-            parse_secrets(settings.secret)
-        except WeakSecret as exc:
-            parser.error(str(exc))
+    # One clear line now, not a traceback from every gunicorn worker (or an open server) later.
+    if args.command == "web" and (problem := preflight.web_problem(settings, [args.host])):
+        parser.error(problem)
+    if args.command == "worker" and (problem := preflight.worker_problem(settings)):
+        parser.error(problem)
+    if args.command == "keys":
+        from ops.keys import run_keys
+
+        return run_keys(args, settings)
     if args.command == "dev":
         from ops.dev_launcher import DevOptions, run_dev
 

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ops import commands
 from ops.redis_binary import RedisBinaryError, RedisProcess
 from ops.supervisor import Child, Supervisor
+from shared.settings import DEFAULT_TOOLS
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
@@ -102,6 +103,8 @@ def run_dev(
             redis = _start_redis(supervisor)
             env["REDIS_URL"] = redis.url
         env["MCPQ_SECRET"] = env.get("MCPQ_SECRET") or secrets.token_urlsafe(32)
+        # The bundled demo and conformance tools, unless the developer names their own.
+        env["MCPQ_TOOLS"] = env.get("MCPQ_TOOLS") or DEFAULT_TOOLS
         env["PYTHONUNBUFFERED"] = "1"
         env.setdefault("MCPQ_LOG_FORMAT", "text")
         _start_app(supervisor, options, env)

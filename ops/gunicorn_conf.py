@@ -38,6 +38,16 @@ if os.path.isdir("/dev/shm"):  # noqa: S108
     worker_tmp_dir = "/dev/shm"  # noqa: S108
 
 
+def on_starting(server: Any) -> None:
+    """Refuse a configuration that cannot be right (``ops.preflight``) in one line, also when
+    gunicorn is started without ``mcpq web``."""
+    from ops.preflight import bind_host, web_problem
+
+    problem = web_problem(_settings, [bind_host(b) for b in server.cfg.bind])
+    if problem:
+        raise SystemExit(f"mcpq web: {problem}")
+
+
 def post_fork(server: Any, worker: Any) -> None:
     """Runs in each worker right after fork.
 

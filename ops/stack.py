@@ -184,6 +184,11 @@ class Stack:
             PYTHONPATH=os.pathsep.join(pythonpath),
             PYTHONUNBUFFERED="1",
             WEB_CONCURRENCY="1",
+            # A stack is one principal (no auth: `anonymous`) driven by load generators and
+            # whole test suites: the per-principal limits are off unless a test sets them.
+            MCPQ_CREATE_RATE="0",
+            MCPQ_MAX_OPEN_TASKS="0",
+            MCPQ_MAX_SYNC_CALLS="0",
         )
         env.update(self.knobs)
         env.update(overrides)

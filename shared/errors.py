@@ -18,6 +18,8 @@ INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 MISSING_CAPABILITY = -32021
 UNSUPPORTED_VERSION = -32022
+#: mcpq's own (the spec defines no code for it): a per-principal limit refused the request.
+LIMIT_EXCEEDED = -32029
 
 _HTTP_STATUS = {
     PARSE_ERROR: 400,
@@ -27,6 +29,7 @@ _HTTP_STATUS = {
     MISSING_CAPABILITY: 400,
     UNSUPPORTED_VERSION: 400,
     METHOD_NOT_FOUND: 404,
+    LIMIT_EXCEEDED: 429,
 }
 
 
@@ -46,12 +49,22 @@ def rpc_error(code: int, message: str, data: Any = None) -> dict[str, Any]:
 class McpError(Exception):
     """A JSON-RPC error to send to the client as it is."""
 
-    def __init__(self, code: int, message: str, data: Any = None, *, http_status: int = 0):
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        data: Any = None,
+        *,
+        http_status: int = 0,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.code = code
         self.message = message
         self.data = data
         self.http_status = http_status or http_status_for(code)
+        #: HTTP headers the reply carries (``Retry-After``, ``WWW-Authenticate``).
+        self.headers = headers or {}
 
     def to_error(self) -> dict[str, Any]:
         return rpc_error(self.code, self.message, self.data)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+#: The bundled demo and conformance tools: what ``mcpq dev`` serves unless told otherwise.
 DEFAULT_TOOLS = "tools.conformance_fixtures,tools.demo"
 
 
@@ -40,15 +41,60 @@ def _csv(raw: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
+def _limit(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError(f"must be 0 (no limit) or more: {raw!r}")
+    return value
+
+
+AUTH_MODES = ("oauth", "apikey", "none")
+
+
+def _auth_modes(raw: str) -> tuple[str, ...]:
+    modes = tuple(mode.lower() for mode in _csv(raw))
+    unknown = [mode for mode in modes if mode not in AUTH_MODES]
+    if unknown:
+        raise ValueError(f"unknown mode {unknown[0]!r} (use oauth, apikey, both, or none)")
+    if "none" in modes and len(modes) > 1:
+        raise ValueError("'none' cannot be combined with another mode")
+    return modes
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every mcpq setting, with its default."""
 
     redis_url: str = field(default="redis://127.0.0.1:6379/0", metadata={"env": "REDIS_URL"})
-    tools: tuple[str, ...] = field(
-        default=tuple(DEFAULT_TOOLS.split(",")), metadata={"env": "MCPQ_TOOLS", "parse": _csv}
-    )
+    #: No default: a production server loads what it is told to (``mcpq dev`` and the tests
+    #: name ``DEFAULT_TOOLS``, the bundled demo and conformance tools, themselves).
+    tools: tuple[str, ...] = field(default=(), metadata={"env": "MCPQ_TOOLS", "parse": _csv})
     secret: str = field(default="", metadata={"env": "MCPQ_SECRET"})
+    auth: tuple[str, ...] = field(default=(), metadata={"env": "MCPQ_AUTH", "parse": _auth_modes})
+    resource_url: str = field(default="", metadata={"env": "MCPQ_RESOURCE_URL"})
+    oauth_issuer: str = field(default="", metadata={"env": "MCPQ_OAUTH_ISSUER"})
+    oauth_jwks_url: str = field(default="", metadata={"env": "MCPQ_OAUTH_JWKS_URL"})
+    oauth_audience: str = field(default="", metadata={"env": "MCPQ_OAUTH_AUDIENCE"})
+    oauth_scopes: tuple[str, ...] = field(
+        default=(), metadata={"env": "MCPQ_OAUTH_SCOPES", "parse": _csv}
+    )
+    oauth_algorithms: tuple[str, ...] = field(
+        default=("RS256", "ES256", "PS256", "EdDSA"),
+        metadata={"env": "MCPQ_OAUTH_ALGORITHMS", "parse": _csv},
+    )
+    jwks_cache_s: float = field(
+        default=300.0, metadata={"env": "MCPQ_JWKS_CACHE_S", "parse": _non_negative}
+    )
+    max_open_tasks: int = field(
+        default=100, metadata={"env": "MCPQ_MAX_OPEN_TASKS", "parse": _limit}
+    )
+    max_sync_calls: int = field(
+        default=20, metadata={"env": "MCPQ_MAX_SYNC_CALLS", "parse": _limit}
+    )
+    create_rate: float = field(
+        default=20.0, metadata={"env": "MCPQ_CREATE_RATE", "parse": _non_negative}
+    )
+    create_burst: int = field(default=40, metadata={"env": "MCPQ_CREATE_BURST", "parse": _limit})
     key_prefix: str = field(default="mcpq", metadata={"env": "MCPQ_KEY_PREFIX"})
     default_ttl_ms: int | None = field(
         default=3_600_000, metadata={"env": "MCPQ_DEFAULT_TTL_MS", "parse": _optional_int}
@@ -164,6 +210,16 @@ class Settings:
     @classmethod
     def env_names(cls) -> list[str]:
         return [str(f.metadata["env"]) for f in fields(cls)]
+
+    @property
+    def auth_open(self) -> bool:
+        """No authentication: unset, or ``MCPQ_AUTH=none`` (an explicit choice)."""
+        return not self.auth or self.auth == ("none",)
+
+    @property
+    def audience(self) -> str:
+        """The ``aud`` an access token must carry: this server's resource URL by default."""
+        return self.oauth_audience or self.resource_url
 
     @property
     def instance(self) -> str:

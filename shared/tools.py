@@ -116,6 +116,8 @@ class Tool:
     max_run_s: float | None = None
     """How long one run may execute the tool's own code without calling its context before it
     is stopped and the task fails; ``None``: ``MCPQ_MAX_RUN_S``; ``0``: no limit."""
+    scopes: tuple[str, ...] = ()
+    """OAuth scopes (or API key scopes) a caller needs to call the tool (403 otherwise)."""
 
     def ttl(self, default_ttl_ms: int | None) -> int | None:
         """The tasks' ``ttlMs``: the tool's own, else the default (``None``: unlimited)."""
@@ -155,7 +157,13 @@ class Tool:
 
 
 def _args_model(name: str, fn: Callable[..., Any]) -> type[pydantic.BaseModel]:
-    params = list(inspect.signature(fn).parameters.values())[1:]  # the first is the context
+    try:
+        # Resolved annotations: a module with `from __future__ import annotations` has strings
+        # there, and constraints (Annotated[float, Field(le=3600)]) must reach pydantic.
+        signature = inspect.signature(fn, eval_str=True)
+    except NameError:  # a name only imported for type checkers: pydantic resolves what it can
+        signature = inspect.signature(fn)
+    params = list(signature.parameters.values())[1:]  # the first is the context
     fields: dict[str, Any] = {}
     for p in params:
         annotation = Any if p.annotation is inspect.Parameter.empty else p.annotation
@@ -179,6 +187,7 @@ def tool(
     poll_interval_ms: int | None = None,
     ask_first: Prelude | None = None,
     max_run_s: float | None = None,
+    scopes: Iterable[str] = (),
 ) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """Declare a function an MCP tool. It is served where its module is loaded into a
     :class:`Registry` (``MCPQ_TOOLS``); declaring registers nothing by itself."""
@@ -201,6 +210,7 @@ def tool(
             _args_model(tool_name, fn),
             ask_first,
             max_run_s,
+            tuple(scopes),
         )
         setattr(fn, _MARK, spec)
         return fn

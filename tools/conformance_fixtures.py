@@ -6,7 +6,9 @@ Names, inputs and behaviour are fixed by the suite (`@modelcontextprotocol/confo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from shared.errors import INTERNAL_ERROR, ProtocolError, ToolError
 from shared.tools import ToolContext, elicitation, tool
@@ -20,7 +22,11 @@ def greet(ctx: ToolContext, name: str) -> str:
 
 
 @tool(task="optional", description="Sleeps for `seconds`, then returns a result.")
-def slow_compute(ctx: ToolContext, seconds: float, label: str = "result") -> str:
+def slow_compute(
+    ctx: ToolContext,
+    seconds: Annotated[float, Field(ge=0, le=3600)],
+    label: Annotated[str, Field(max_length=200)] = "result",
+) -> str:
     ctx.report(f"computing {label}")
     ctx.sleep(seconds)
     return f"{label}: computed in {seconds:g}s"

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 from functools import partial
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from shared.errors import ToolError
 from shared.tools import ToolContext, tool
@@ -21,10 +23,11 @@ from shared.tools import ToolContext, tool
     description="Builds a report in several steps, reporting progress (runs on the bulk pool).",
 )
 def build_report(
-    ctx: ToolContext, topic: str, steps: int = 5, step_seconds: float = 1.0
+    ctx: ToolContext,
+    topic: Annotated[str, Field(max_length=200)],
+    steps: Annotated[int, Field(ge=1, le=100)] = 5,
+    step_seconds: Annotated[float, Field(ge=0, le=60)] = 1.0,
 ) -> dict[str, Any]:
-    if not 1 <= steps <= 100:
-        raise ToolError("steps must be between 1 and 100")
     sections = []
     for i in range(1, steps + 1):
         ctx.report(f"step {i}/{steps}: writing section {i} about {topic}")
@@ -40,7 +43,11 @@ def _checksum(topic: str, section: int) -> str:
 
 
 @tool(task="required", description="Asks a human to approve a deployment before running it.")
-def approve_deployment(ctx: ToolContext, service: str, version: str) -> str:
+def approve_deployment(
+    ctx: ToolContext,
+    service: Annotated[str, Field(max_length=100)],
+    version: Annotated[str, Field(max_length=100)],
+) -> str:
     schema = {
         "type": "object",
         "properties": {
@@ -63,7 +70,9 @@ def approve_deployment(ctx: ToolContext, service: str, version: str) -> str:
 
 
 @tool(task="optional", description="Asks the client's model to summarize a text.")
-def summarize(ctx: ToolContext, text: str, max_tokens: int = 200) -> str:
+def summarize(
+    ctx: ToolContext, text: str, max_tokens: Annotated[int, Field(ge=1, le=4096)] = 200
+) -> str:
     messages = [{"role": "user", "content": {"type": "text", "text": f"Summarize:\n\n{text}"}}]
     answer = ctx.sample(messages, max_tokens)
     content = answer.get("content") or {}

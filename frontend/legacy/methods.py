@@ -83,6 +83,7 @@ async def call_tool(services: Services, rpc: RpcRequest) -> Result | StreamReply
     tool = services.registry.get(name)
     if tool is None:
         raise invalid_params(f"Unknown tool: {name}")
+    services.auth.require(rpc.principal, tool.scopes, f"tool {name}")
     raw_args = params.tool_arguments(rpc, services.settings.max_arguments_bytes)
     task = rpc.params.get("task") if rpc.version >= LEGACY_TASKS_VERSION else None
     if task is not None and not isinstance(task, dict):
@@ -111,7 +112,7 @@ async def _create_task(
     if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0):
         raise invalid_params("Invalid params: task.ttl must be a positive integer (ms)")
     created = await services.tasks.create(
-        services.principal(),
+        rpc.owner,
         tool,
         arguments,
         rpc.caps,
@@ -135,7 +136,7 @@ async def _create_task(
 # -- tasks/* (2025-11-25) --------------------------------------------------------------------------
 async def _task(services: Services, rpc: RpcRequest) -> tuple[str, TaskRecord]:
     task_id = params.task_id(rpc)
-    record, _ = await services.tasks.get(services.principal(), task_ref(task_id))
+    record, _ = await services.tasks.get(rpc.owner, task_ref(task_id))
     return task_id, record
 
 
@@ -193,7 +194,7 @@ async def list_tasks(services: Services, rpc: RpcRequest) -> ListTasksResult:
     cursor = rpc.params.get("cursor")
     after = _position(cursor) if cursor is not None else None
     store = services.tasks.store
-    page, last = await store.list_page(rpc.session.scope, services.principal(), after, LIST_PAGE)
+    page, last = await store.list_page(rpc.session.scope, rpc.owner, after, LIST_PAGE)
     tasks = [legacy_dump(LegacyTask.of(item.record, item.task_id)) for item in page]
     if last is None:
         return ListTasksResult(tasks=tasks)
@@ -205,12 +206,12 @@ async def cancel_task(services: Services, rpc: RpcRequest) -> LegacyTask:
     2025-11-25 rule; 2026-07-28 acknowledges instead)."""
     task_id = params.task_id(rpc)
     ref = task_ref(task_id)
-    cancelled = await services.tasks.cancel(services.principal(), ref, "Cancelled by client")
+    cancelled = await services.tasks.cancel(rpc.owner, ref, "Cancelled by client")
     if cancelled.reply is Reply.NOTFOUND:
         raise TaskNotFound()
     if cancelled.reply is Reply.TERMINAL:
         raise invalid_params("Invalid params: the task has already ended")
-    record, _ = await services.tasks.get(services.principal(), ref)
+    record, _ = await services.tasks.get(rpc.owner, ref)
     return LegacyTask.of(record, task_id)
 
 

@@ -94,8 +94,13 @@ class LegacyEndpoint:
         message = replies.response(
             rid, result=result, error=error, server_info=self.services.server_info, legacy=True
         )
-        status = error.http_status if error is not None and error.http_status >= 500 else 200
-        return HttpReply(status, jsonutil.dumpb(message), headers=headers or {})
+        # 2025-era errors travel with 200, but those the HTTP layer must see: an outage (5xx),
+        # a refused scope (403) or a limit (429, with its Retry-After).
+        status = 200
+        if error is not None and (error.http_status >= 500 or error.http_status in {403, 429}):
+            status = error.http_status
+        extra = dict(error.headers) if error is not None else {}
+        return HttpReply(status, jsonutil.dumpb(message), headers={**extra, **(headers or {})})
 
     def _refuse(self, status: int, code: int, text: str) -> HttpReply:
         body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": text}}
@@ -134,6 +139,7 @@ class LegacyEndpoint:
             version=session.version,
             session=session,
             streams=envelope.accepts_stream(req),
+            principal=req.principal,
         )
         return await self._dispatch(rpc), rpc, None
 
@@ -176,7 +182,7 @@ class LegacyEndpoint:
         version = negotiate(params.get("protocolVersion"))
         session_id = secrets.token_urlsafe(32)  # a bearer, like a taskId: stored hashed
         sref = task_ref(session_id)
-        principal = self.services.principal()
+        principal = req.principal.id
         session = Session(
             sref,
             version,
@@ -185,7 +191,15 @@ class LegacyEndpoint:
             listing_scope(principal, sref),
         )
         await self.services.tasks.store.open_session(session, self.ttl_ms)
-        rpc = RpcRequest(rid, "initialize", params, session.caps, version=version, session=session)
+        rpc = RpcRequest(
+            rid,
+            "initialize",
+            params,
+            session.caps,
+            version=version,
+            session=session,
+            principal=req.principal,
+        )
         result = methods.initialized(self.services, version)
         log.info("session opened", extra={"protocol_version": version})
         return self.reply(rid, result=result, headers={SESSION_HEADER: session_id}), rpc, None
@@ -198,7 +212,9 @@ class LegacyEndpoint:
                 400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"
             )
         session = await self.services.tasks.store.touch_session(task_ref(session_id), self.ttl_ms)
-        if session is None:
+        # A session belongs to whoever opened it: another principal holding its id (a bearer
+        # value, but one that may leak) gets exactly the answer for an unknown session.
+        if session is None or session.principal != req.principal.id:
             return self._refuse(404, SESSION_NOT_FOUND, "Session not found")
         version = req.header("mcp-protocol-version")
         if version is not None and version != session.version:
@@ -208,12 +224,10 @@ class LegacyEndpoint:
 
     async def end(self, req: HttpRequest) -> HttpReply:
         """``DELETE /mcp``: the session ends; its tasks do not (they have their own TTL)."""
-        session_id = req.header("mcp-session-id")
-        if session_id is None:
-            return self._refuse(
-                400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"
-            )
-        if not await self.services.tasks.store.end_session(task_ref(session_id)):
+        session = await self.session_of(req)
+        if isinstance(session, HttpReply):
+            return session
+        if not await self.services.tasks.store.end_session(session.sref):
             return self._refuse(404, SESSION_NOT_FOUND, "Session not found")
         return HttpReply(204, b"", None)
 

@@ -53,7 +53,7 @@ async def listen(services: Services, req: RpcRequest) -> StreamReply:
         raise McpError(
             INVALID_PARAMS, "subscriptions/listen answers on a stream: accept text/event-stream"
         )
-    principal, tasks = services.principal(), services.tasks
+    principal, tasks = req.owner, services.tasks
     accepted: dict[str, str] = {}  # ref -> taskId
     for task_id in ids or []:
         try:

@@ -23,7 +23,7 @@ def _gate(req: RpcRequest) -> None:
 async def get(services: Services, req: RpcRequest) -> Task:
     task_id = params.task_id(req)
     _gate(req)
-    record, inputs = await services.tasks.get(services.principal(), task_ref(task_id))
+    record, inputs = await services.tasks.get(req.owner, task_ref(task_id))
     return Task.of(record, task_id, inputs)
 
 
@@ -32,7 +32,7 @@ async def update(services: Services, req: RpcRequest) -> Ack:
     responses = params.input_responses(req, required=True)
     _gate(req)
     ref = task_ref(task_id)
-    answered = await services.tasks.answer(services.principal(), ref, responses, REQUEST_ID.get())
+    answered = await services.tasks.answer(req.owner, ref, responses, REQUEST_ID.get())
     if answered.reply is Reply.NOTFOUND:
         raise TaskNotFound()
     return Ack()
@@ -41,9 +41,7 @@ async def update(services: Services, req: RpcRequest) -> Ack:
 async def cancel(services: Services, req: RpcRequest) -> Ack:
     task_id = params.task_id(req)
     _gate(req)
-    cancelled = await services.tasks.cancel(
-        services.principal(), task_ref(task_id), "Cancelled by client"
-    )
+    cancelled = await services.tasks.cancel(req.owner, task_ref(task_id), "Cancelled by client")
     if cancelled.reply is Reply.NOTFOUND:
         raise TaskNotFound()
     return Ack()  # cancelling a terminal task is an ack that changes nothing

@@ -36,6 +36,7 @@ def _tool(services: Services, req: RpcRequest) -> Tool:
     tool = services.registry.get(name)
     if tool is None:
         raise invalid_params(f"Unknown tool: {name}")
+    services.auth.require(req.principal, tool.scopes, f"tool {name}")
     return tool
 
 
@@ -80,7 +81,7 @@ def _open_state(
         return None
     try:
         return services.signer.open(
-            req.params["requestState"], services.principal(), req.method, tool.name, arguments
+            req.params["requestState"], req.owner, req.method, tool.name, arguments
         )
     except InvalidRequestState as exc:
         raise invalid_params(f"Invalid params: {exc}") from None
@@ -96,7 +97,7 @@ async def create_task(
 ) -> Task:
     """The ``CreateTaskResult``: handed out only once the task is persisted and enqueued."""
     created = await services.tasks.create(
-        services.principal(), tool, arguments, req.caps, pre, request_id=REQUEST_ID.get(), once=once
+        req.owner, tool, arguments, req.caps, pre, request_id=REQUEST_ID.get(), once=once
     )
     stamp = iso(created.created_ms)
     return Task(

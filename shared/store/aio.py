@@ -18,7 +18,7 @@ from redis.asyncio.client import PubSub
 
 from shared import jsonutil
 from shared.errors import TaskNotFound
-from shared.store import calls, listing, scripts, sessions, stats
+from shared.store import apikeys, calls, listing, scripts, sessions, stats
 from shared.store.calls import Answered, Cancelled, NewTask, PipelineCall, ScriptCall
 from shared.store.errors import store_errors
 from shared.store.keys import Keys
@@ -136,6 +136,17 @@ class AsyncTaskStore:
 
     async def find_call(self, sref: str, request_id: str) -> str | None:
         return await self.pipeline(sessions.find_call(self._keys, sref, request_id))
+
+    # -- API keys ---------------------------------------------------------------------------------
+    async def api_key(self, token: str) -> apikeys.ApiKey | None:
+        """The live key ``token`` names, or ``None`` (malformed, unknown, wrong secret, revoked).
+        Read on every request, never cached: a revocation holds on the next request."""
+        parts = apikeys.split(token)
+        if parts is None:
+            return None
+        with store_errors():
+            fields = await self._redis.hgetall(self._keys.api_key(parts[0]))
+        return apikeys.verify(parts[0], parts[1], fields) if fields else None
 
     # -- tasks/list (2025-11-25) ----------------------------------------------------------------
     async def list_add(

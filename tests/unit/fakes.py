@@ -20,6 +20,7 @@ from shared.settings import Settings
 from shared.store import AsyncTaskStore, Claim, InputPoll, Keys, TaskRecord, TaskStatus, task_ref
 from shared.store import Reply as StoreReply
 from shared.store import calls as store_calls
+from shared.store.apikeys import ApiKeys
 from shared.tools import Registry, ToolContext, elicitation, sampling
 
 PV = "2026-07-28"
@@ -46,6 +47,12 @@ def forever(ctx: ToolContext, n: int = 0) -> int:
 @registry.tool(task="required", ttl_ms=60_000, queue="slow")
 def slow(ctx: ToolContext) -> None:
     return None
+
+
+@registry.tool(task="required", scopes=("deploy",))
+def deploy(ctx: ToolContext) -> str:
+    """A tool only callers granted the ``deploy`` scope may call."""
+    return "deployed"
 
 
 @registry.tool(task="never")
@@ -183,6 +190,11 @@ class Mcp:
     producer: FakeProducer
     worker: FakeWorker
     settings: Settings
+    token: str | None = None  # sent as Authorization: Bearer (MCPQ_AUTH=apikey apps)
+
+    def api_key(self, name: str, *scopes: str) -> str:
+        """A real API key in this app's (fake) Redis, as ``mcpq keys create`` makes one."""
+        return ApiKeys(self.peek, self.keys).create(name, scopes)[1]
 
     def raw(
         self, body: bytes, headers: Any = None, method: str = "POST", verbatim: Any = ()
@@ -200,6 +212,8 @@ class Mcp:
             "MCP-Protocol-Version": PV,
             "Mcp-Method": method,
         }
+        if self.token is not None:
+            hdrs["Authorization"] = f"Bearer {self.token}"
         param = _NAME_PARAM.get(method)
         if param is not None and isinstance(params.get(param), str):
             hdrs["Mcp-Name"] = params[param]

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from frontend.services import Services
 from shared.request_state import RequestStateSigner, parse_secrets
 from shared.results import call_tool_result
 from shared.store.records import TaskRecord
@@ -109,11 +108,12 @@ def test_request_state_for_another_tool_is_32602(mcp: Mcp) -> None:
     assert retry(mcp, "survey", {}, state, {}, caps=BOTH).code() == (400, -32602)
 
 
-def test_request_state_of_another_principal_is_32602(
-    mcp: Mcp, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_request_state_of_another_principal_is_32602(make_mcp: Callable[..., Mcp]) -> None:
+    mcp = make_mcp(auth=("apikey",))
+    alice, mallory = mcp.api_key("alice"), mcp.api_key("mallory")
+    mcp.token = alice
     state = round_one(mcp)["requestState"]
-    monkeypatch.setattr(Services, "principal", lambda self: "mallory")
+    mcp.token = mallory
     reply = retry(mcp, "guarded", {"target": "db"}, state, {"confirm": YES}, caps=ELICIT)
     assert reply.code() == (400, -32602)
 

@@ -10,10 +10,12 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from ops import cli, commands
+from shared.request_state import parse_secrets
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parents[2]
@@ -29,9 +31,13 @@ class Recorder:
         self.calls.append((file, list(args)))
 
 
+#: What a deployment must set for ``mcpq web`` on a public address to start at all.
+BASE = {"MCPQ_TOOLS": "tools.demo", "MCPQ_AUTH": "none"}
+
+
 def run(argv: list[str], environ: Mapping[str, str] | None = None) -> list[str]:
     recorder = Recorder()
-    assert cli.main(argv, execute=recorder, environ=environ or {}) == 0
+    assert cli.main(argv, execute=recorder, environ={**BASE, **(environ or {})}) == 0
     [(file, args)] = recorder.calls
     assert file == args[0] == PY
     return args
@@ -108,7 +114,7 @@ def test_a_weak_or_placeholder_secret_stops_web_in_one_line(
 ) -> None:
     recorder = Recorder()
     with pytest.raises(SystemExit) as exited:
-        cli.main(["web"], execute=recorder, environ={"MCPQ_SECRET": secret})
+        cli.main(["web"], execute=recorder, environ={**BASE, "MCPQ_SECRET": secret})
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert "MCPQ_SECRET" in err and "Traceback" not in err
@@ -121,7 +127,7 @@ def test_secret_prints_a_fresh_strong_value(capsys: pytest.CaptureFixture[str]) 
     cli.main(["secret"], execute=Recorder(), environ={})
     second = capsys.readouterr().out.strip()
     assert first != second
-    assert cli.parse_secrets(first) == [first]
+    assert parse_secrets(first) == [first]
 
 
 def test_dev_options_default_to_port_8000_with_a_worker_and_no_flower() -> None:
@@ -178,3 +184,76 @@ def test_dev_launcher_never_prints_a_redis_password() -> None:
     assert redact_url("redis://:s3cret@host:6379/0") == "redis://:***@host:6379/0"
     assert redact_url("rediss://user:s3cret@host:6380") == "rediss://user:***@host:6380"
     assert redact_url("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+
+
+def refusal(argv: list[str], environ: dict[str, str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The one line ``mcpq`` stops with (usage error, exit 2, nothing exec'd)."""
+    recorder = Recorder()
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv, execute=recorder, environ=environ)
+    assert exited.value.code == 2
+    assert recorder.calls == []
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("command", ["web", "worker"])
+def test_web_and_worker_refuse_to_start_without_mcpq_tools(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = refusal([command], {"MCPQ_AUTH": "none"}, capsys)
+    assert "MCPQ_TOOLS is not set" in line
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "mcp.example.com"])
+def test_a_public_bind_without_auth_is_refused_in_one_line(
+    host: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = refusal(["web", "--host", host], {"MCPQ_TOOLS": "tools.demo"}, capsys)
+    assert "without authentication" in line and "MCPQ_AUTH" in line
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost", "127.0.0.2"])
+def test_a_loopback_bind_needs_no_auth(host: str) -> None:
+    assert run(["web", "--host", host], {"MCPQ_AUTH": ""})[6].endswith(":8000")
+
+
+@pytest.mark.parametrize("auth", ["none", "apikey"])
+def test_a_public_bind_starts_with_an_explicit_auth_mode(auth: str) -> None:
+    assert run(["web"], {"MCPQ_AUTH": auth}) == gunicorn("0.0.0.0:8000", 2)
+
+
+def test_oauth_without_its_settings_names_the_missing_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    env = {"MCPQ_TOOLS": "tools.demo", "MCPQ_AUTH": "oauth"}
+    assert "MCPQ_RESOURCE_URL" in refusal(["web"], env, capsys)
+    env["MCPQ_RESOURCE_URL"] = "https://mcp.example.com/mcp"
+    assert "MCPQ_OAUTH_ISSUER" in refusal(["web"], env, capsys)
+    env.update(MCPQ_OAUTH_ISSUER="https://id.example.com", MCPQ_OAUTH_ALGORITHMS="HS256")
+    assert "MCPQ_OAUTH_ALGORITHMS" in refusal(["web"], env, capsys)
+    env.pop("MCPQ_OAUTH_ALGORITHMS")
+    assert run(["web"], env) == gunicorn("0.0.0.0:8000", 2)
+
+
+def test_an_unknown_auth_mode_is_a_bad_environment(capsys: pytest.CaptureFixture[str]) -> None:
+    line = refusal(["web"], {"MCPQ_TOOLS": "tools.demo", "MCPQ_AUTH": "basic"}, capsys)
+    assert "MCPQ_AUTH" in line and "basic" in line
+
+
+def test_gunicorn_refuses_a_public_bind_without_auth_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gunicorn -c python:ops.gunicorn_conf`` without ``mcpq web`` runs the same checks."""
+    import importlib
+
+    import ops.gunicorn_conf as conf
+
+    monkeypatch.setenv("MCPQ_TOOLS", "tools.demo")
+    monkeypatch.delenv("MCPQ_AUTH", raising=False)
+    conf = importlib.reload(conf)
+
+    server = SimpleNamespace(cfg=SimpleNamespace(bind=["0.0.0.0:8000"]))
+    with pytest.raises(SystemExit, match="MCPQ_AUTH"):
+        conf.on_starting(server)
+    server.cfg.bind = ["127.0.0.1:8000"]
+    conf.on_starting(server)

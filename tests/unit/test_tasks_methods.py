@@ -4,11 +4,11 @@ wire shapes for every status (spec digest §4.6-§4.8, §6.2, §7)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from frontend.services import Services
 from shared.store import task_ref
 from shared.tools import elicitation
 from tests.unit.fakes import SERVER_INFO, TASKS, Mcp
@@ -102,15 +102,18 @@ def test_unknown_task_with_opt_in_is_32602(mcp: Mcp, method: str) -> None:
 
 @pytest.mark.parametrize("method", METHODS)
 def test_another_principals_task_reads_like_an_unknown_one(
-    mcp: Mcp, method: str, monkeypatch: pytest.MonkeyPatch
+    make_mcp: Callable[..., Mcp], method: str
 ) -> None:
+    mcp = make_mcp(auth=("apikey",))
+    alice, mallory = mcp.api_key("alice"), mcp.api_key("mallory")
+    mcp.token = alice
     task_id = waiting_for_input(mcp)
-    monkeypatch.setattr(Services, "principal", lambda self: "mallory")
+    mcp.token = mallory
     stolen = mcp.post(method, params_for(method, task_id, inputResponses={"k1": ACCEPT}))
     unknown = mcp.post(method, params_for(method, "no-such-task"))
     assert stolen.code() == unknown.code() == (400, -32602)
     assert stolen.error == unknown.error
-    monkeypatch.undo()
+    mcp.token = alice
     after = mcp.get(task_id).result
     assert after["status"] == "input_required"
     assert list(after["inputRequests"]) == ["k1"]

@@ -38,7 +38,7 @@ def test_tools_list(mcp: Mcp) -> None:
     result = mcp.post("tools/list").result
     assert result["resultType"] == "complete"
     tools = {t["name"]: t for t in result["tools"]}
-    assert set(tools) == {"echo", "forever", "slow", "quick", "guarded", "survey"}
+    assert set(tools) == {"echo", "forever", "slow", "deploy", "quick", "guarded", "survey"}
     assert tools["echo"]["description"] == "Echo text"
     assert tools["forever"]["description"] == "A task-only tool whose tasks never expire."
     schema = tools["echo"]["inputSchema"]
