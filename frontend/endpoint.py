@@ -22,6 +22,7 @@ from frontend.envelope import Notification, RequestError, RpcRequest
 from frontend.http_types import HttpReply, HttpRequest
 from frontend.legacy import methods as legacy_methods
 from frontend.legacy.session import LegacyEndpoint, is_legacy
+from frontend.limits import FloodShield
 from frontend.methods import discover, subscriptions, tasks, tools
 from frontend.services import REQUEST_ID, Services
 from frontend.streams import StreamReply
@@ -61,6 +62,7 @@ class McpEndpoint:
         self.services = services
         self.server_info = services.server_info
         self.legacy = LegacyEndpoint(services)
+        self.shield = FloodShield()
 
     def _reply(
         self,
@@ -124,6 +126,9 @@ class McpEndpoint:
             return self._reply(NO_ID, error=early), None, early.code
         if early is not None:
             return early, None, None
+        if (flooding := self.shield.check(req)) is not None:
+            metrics.LIMIT_REJECTIONS.labels("rate").inc()
+            return self._reply(NO_ID, error=flooding), None, flooding.code
         # Authentication before the body is parsed: nothing of an unauthenticated request is
         # looked at beyond its size and origin (every method, GET and DELETE included).
         auth = self.services.auth
@@ -149,9 +154,11 @@ class McpEndpoint:
             return HttpReply(202, b"", None), None, None
         except RequestError as exc:
             return self._reply(exc.id, error=exc.error), None, exc.error.code
-        return await self._dispatch(rpc)
+        return await self._dispatch(rpc, req)
 
-    async def _dispatch(self, rpc: RpcRequest) -> tuple[HttpReply, RpcRequest | None, int | None]:
+    async def _dispatch(
+        self, rpc: RpcRequest, req: HttpRequest
+    ) -> tuple[HttpReply, RpcRequest | None, int | None]:
         """Method lookup (-32601/404), then the handler; every error it raises becomes a reply."""
         s = self.services.settings
         handler = METHODS.get(rpc.method)
@@ -164,6 +171,7 @@ class McpEndpoint:
             return self._reply(rpc.id, result=await handler(self.services, rpc)), rpc, None
         except McpError as exc:
             error = exc
+            self.shield.remember(req, exc)
         except LimitExceeded as exc:
             error = invalid_params(f"Invalid params: {exc}")
         except Exception:

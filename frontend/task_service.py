@@ -63,6 +63,30 @@ class TaskService:
     def __init__(self, settings: Settings, store: AsyncTaskStore, producer: Producer) -> None:
         self.settings, self.store, self.producer = settings, store, producer
         self._unclaimed_ms = int(settings.unclaimed_after_s * 1000)
+        #: Principals this process saw refused by the rate limit, until when (monotonic).
+        self._rate_refused: dict[str, float] = {}
+
+    def rate_gate(self, owner: str) -> None:
+        """Refuse a create at once, without Redis, while this process knows the principal's
+        bucket is empty: ``create.lua`` said when its next token comes, and other replicas'
+        creates can only push that later. A flooding client then costs this process little,
+        which is what keeps other principals' requests fast."""
+        until = self._rate_refused.get(owner)
+        if until is None:
+            return
+        left_ms = int((until - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            del self._rate_refused[owner]
+            return
+        metrics.LIMIT_REJECTIONS.labels("rate").inc()
+        raise limits.over_limit("rate", left_ms)
+
+    def _remember_refusal(self, owner: str, retry_ms: int) -> None:
+        if len(self._rate_refused) >= 10_000:  # bounded: drop the ones that have passed
+            now = time.monotonic()
+            self._rate_refused = {k: v for k, v in self._rate_refused.items() if v > now}
+        if len(self._rate_refused) < 10_000:
+            self._rate_refused[owner] = time.monotonic() + retry_ms / 1000
 
     async def create(
         self,
@@ -86,6 +110,7 @@ class TaskService:
         that shows it (2025-11-25).
         """
         s = self.settings
+        self.rate_gate(owner)
         task_id = secrets.token_urlsafe(32)  # 256 bits: the id is the bearer of the task
         ref = task_ref(task_id)
         tool_ttl = tool.ttl(s.default_ttl_ms)
@@ -104,6 +129,8 @@ class TaskService:
             if exc.limit == "replayed":
                 raise invalid_params("Invalid params: requestState was already used") from None
             metrics.LIMIT_REJECTIONS.labels(exc.limit).inc()
+            if exc.limit == "rate":
+                self._remember_refusal(owner, exc.retry_ms)
             raise limits.over_limit(exc.limit, exc.retry_ms) from None
         if created_ms is None:  # a 256-bit collision: never in practice, never silently
             raise McpError(INTERNAL_ERROR, "Could not create the task")

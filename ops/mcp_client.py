@@ -87,8 +87,11 @@ class McpClient:
         sampling: bool = False,
         client_name: str = "mcpq-test",
         timeout_s: float = 30.0,
+        token: str | None = None,
     ) -> None:
         self.url = url
+        #: Sent as ``Authorization: Bearer`` (an OAuth access token or an mcpq API key).
+        self.token = token
         self.tasks, self.elicitation, self.sampling = tasks, elicitation, sampling
         self.client_info = {"name": client_name, "version": "1.0.0"}
         self.http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0))
@@ -146,6 +149,8 @@ class McpClient:
             name = sent_params.get(NAME_PARAM.get(method, ""))
         if name is not None:
             sent["Mcp-Name"] = name
+        if self.token is not None:
+            sent["Authorization"] = f"Bearer {self.token}"
         sent.update(headers or {})
         message = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
         body = json.dumps({**message, "params": sent_params})

@@ -84,6 +84,7 @@ async def call_tool(services: Services, rpc: RpcRequest) -> Result | StreamReply
     if tool is None:
         raise invalid_params(f"Unknown tool: {name}")
     services.auth.require(rpc.principal, tool.scopes, f"tool {name}")
+    services.tasks.rate_gate(rpc.owner)
     raw_args = params.tool_arguments(rpc, services.settings.max_arguments_bytes)
     task = rpc.params.get("task") if rpc.version >= LEGACY_TASKS_VERSION else None
     if task is not None and not isinstance(task, dict):

@@ -37,6 +37,8 @@ def _tool(services: Services, req: RpcRequest) -> Tool:
     if tool is None:
         raise invalid_params(f"Unknown tool: {name}")
     services.auth.require(req.principal, tool.scopes, f"tool {name}")
+    # Before the arguments are read: a principal over its rate costs as little as possible.
+    services.tasks.rate_gate(req.owner)
     return tool
 
 

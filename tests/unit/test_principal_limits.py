@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import orjson
 from falcon import testing
 
 from frontend import metrics
@@ -145,3 +146,24 @@ def test_another_principal_cannot_use_a_legacy_session(make_mcp: Callable[..., M
         "/mcp", json=ping, headers={**session, "Authorization": f"Bearer {alice}"}
     )
     assert as_alice.status_code == 200
+
+
+def test_a_flooding_credential_is_refused_before_parsing_until_its_retry_time(
+    make_mcp: Callable[..., Mcp],
+) -> None:
+    mcp = make_mcp(auth=("apikey",), create_rate=0.2, create_burst=1)
+    flood, calm = mcp.api_key("flood"), mcp.api_key("calm")
+    mcp.token = flood
+    assert mcp.call("echo", {"text": "a"}).status == 200
+    refused = mcp.call("echo", {"text": "b"})  # the store refuses: the shield learns
+    assert refused.code() == (429, -32029)
+    # Now not even read: a body that is not JSON still gets the 429 (with its Retry-After).
+    early = mcp.raw(b"not json", mcp.headers("tools/call", {"name": "echo"}))
+    assert early.status == 429 and int(early.headers["retry-after"]) >= 1
+    assert orjson.loads(early.content)["error"]["data"]["limit"] == "rate"
+    # Only creates: the same principal still reads its tasks; others are untouched.
+    assert mcp.post("tools/list").status == 200
+    mcp.token = calm
+    assert mcp.call("echo", {"text": "c"}).status == 200
+    mcp.token = None
+    assert mcp.raw(b"not json", mcp.headers("tools/call", {"name": "echo"})).status == 401
