@@ -6,6 +6,8 @@ through ``ops.mcp_client.McpClient``.
 - ``python -m ops.bench.recovery --runs 5``: SIGKILL the worker running a task, N times; how long
   until another worker resumes it, and that nothing is lost or done twice.
 - ``python -m ops.bench.answer_latency``: from ``tasks/update`` to the waiting tool's resumption.
+- ``python -m ops.bench.principals``: another principal's ``tasks/get`` latency while one
+  principal floods past its creation rate; Redis memory under maximum-size creates.
 
 Their tools live in one tool module, ``ops.bench.bench_tools``, which their stacks load through
 ``MCPQ_TOOLS``; the benchmark modules themselves are never imported by the stack.
