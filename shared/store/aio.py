@@ -73,17 +73,14 @@ class AsyncTaskStore:
         return await self.run(calls.cancel(self._keys, ref, owner, message))
 
     async def get(self, ref: str, owner: str) -> tuple[TaskRecord, dict[str, Any]]:
-        """The task and its outstanding input requests, in one round trip (MULTI/EXEC, so the
+        """The task and its outstanding input requests, in one round trip (one script, so the
         two are read at one instant). Another principal's task reads as unknown."""
-        with store_errors():
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.hgetall(self._keys.task(ref))
-                pipe.hgetall(self._keys.inputs(ref))
-                task, inputs = await pipe.execute()
-        # Unknown, expired and another principal's task read exactly alike: an id must not
-        # reveal whether it exists.
-        if not task or task.get("owner") != owner:
+        # The owner is compared inside Redis: unknown, expired and another principal's task
+        # read exactly alike, in reply and in timing (an id must not reveal that it exists).
+        found = await self.run(calls.read(self._keys, ref, owner))
+        if found is None:
             raise TaskNotFound()
+        task, inputs = found
         requests = {key: jsonutil.loads(raw) for key, raw in inputs.items()}
         return TaskRecord.from_hash(ref, task), requests
 

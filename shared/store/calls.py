@@ -276,6 +276,21 @@ def _parse_cancelled(reply: list[Any]) -> Cancelled:
     return Cancelled(_reply(reply), len(reply) > 1 and int(reply[1]) == 1)
 
 
+def read(
+    k: Keys, ref: str, owner: str
+) -> ScriptCall[tuple[dict[str, str], dict[str, str]] | None]:
+    """The task's fields and its outstanding inputs, or ``None`` (unknown, or not ``owner``'s:
+    the script does not tell them apart, in its reply or its work)."""
+
+    def pairs(flat: list[str]) -> dict[str, str]:
+        return dict(zip(flat[::2], flat[1::2], strict=True))
+
+    def parse(r: list[list[str]]) -> tuple[dict[str, str], dict[str, str]] | None:
+        return (pairs(r[0]), pairs(r[1])) if r else None
+
+    return ScriptCall("read", [k.task(ref), k.inputs(ref)], [owner], parse)
+
+
 def cancel(k: Keys, ref: str, owner: str, message: str) -> ScriptCall[Cancelled]:
     keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.leases, k.unclaimed]
     keys += [k.active, k.expiry, k.stats]

@@ -26,6 +26,7 @@ NAMES = (
     "sweep",
     "unlock",
     "list_add",
+    "read",
 )
 
 

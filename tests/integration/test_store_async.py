@@ -76,16 +76,38 @@ def calls(client: redis.Redis) -> dict[str, int]:
     return {k: v["calls"] for k, v in client.info("commandstats").items() if k not in CONNECTING}
 
 
-def test_async_get_reads_task_and_inputs_in_one_multi_exec(store, tasks, get_task) -> None:
+def test_async_get_reads_task_and_inputs_in_one_script(store, tasks, get_task) -> None:
     ref, _ = tasks.waiting("name")
+    get_task(ref, tasks.owner)  # the script is in Redis's cache from here on
     before = calls(store.redis)
     record, inputs = get_task(ref, tasks.owner)
     assert len(get_task.sent) == 1, "one write to the socket: one round trip"
     after = calls(store.redis)
     ran = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-    assert ran == {"cmdstat_multi": 1, "cmdstat_hgetall": 2, "cmdstat_exec": 1}
+    assert ran.pop("cmdstat_evalsha") == 1
+    assert ran.pop("cmdstat_hgetall") == 2  # the task and its inputs, at one instant
+    assert set(ran) <= {"cmdstat_hget", "cmdstat_time"}
     assert (record.status, record.owner) == ("input_required", tasks.owner)
     assert inputs == {"name": json.loads(store.redis.hget(store.keys.inputs(ref), "name"))}
+
+
+def test_a_foreign_task_costs_what_an_unknown_one_costs(store, tasks, get_task) -> None:
+    """Nothing of another principal's task leaves Redis: the script stops after the owner
+    check, exactly where it stops for an unknown task (same commands, same empty reply)."""
+    ref = tasks.new()
+    get_task(ref, tasks.owner)  # the script is cached
+
+    def commands(target: str, owner: str) -> dict[str, int]:
+        before = calls(store.redis)
+        with pytest.raises(TaskNotFound):
+            get_task(target, owner)
+        after = calls(store.redis)
+        return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+
+    foreign = commands(ref, "principal-mallory")
+    unknown = commands(task_ref("nope"), tasks.owner)
+    assert foreign == unknown
+    assert "cmdstat_hgetall" not in foreign
 
 
 def test_async_get_of_a_foreign_or_unknown_task_is_not_found(store, tasks, get_task) -> None:
