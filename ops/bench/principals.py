@@ -22,6 +22,7 @@ and Redis grew by no more than 1.5x the bound.
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import shutil
@@ -68,6 +69,30 @@ def _calm_phase(url: str, token: str, task_id: str, seconds: float) -> list[floa
         time.sleep(seconds)
         stop.set()
         return [ms for f in futures for ms in f.result()]
+
+
+def _probe(
+    url: str, token: str, task_id: str, rounds: int = 2000
+) -> tuple[list[float], list[float]]:
+    """Another principal's ``tasks/get`` of an existing task, and of unknown ids, interleaved:
+    the two must not be told apart (same error, same time)."""
+    foreign: list[float] = []
+    unknown: list[float] = []
+    with McpClient(url, token=token) as client:
+        errors = set()
+        for i in range(rounds):
+            for target, into in (
+                (task_id, foreign),
+                (f"no-such-task-{i:06d}-{task_id[17:]}", unknown),
+            ):
+                reply = client.get(target)
+                errors.add(json.dumps(reply.body.get("error"), sort_keys=True))
+                into.append(reply.elapsed_s * 1000)
+        if len(errors) != 1:
+            raise AssertionError(
+                f"a foreign task and an unknown one answered differently: {errors}"
+            )
+    return foreign, unknown
 
 
 def _flood(url: str, token: str, stop_at: float) -> dict[str, int]:
@@ -124,6 +149,7 @@ def run(seconds: float, big: int, web_concurrency: int, workdir: Path) -> int:
         calm, flood, hog = (keys.create(name)[1] for name in ("calm", "flood", "hog"))
         with McpClient(url, token=calm) as client:
             task_id = client.create_task("slow_compute", {"seconds": 3600})["taskId"]
+        foreign, unknown = _probe(url, flood, task_id)
         baseline = _calm_phase(url, calm, task_id, seconds)
         stop_at = time.time() + seconds + 1.0
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -141,6 +167,9 @@ def run(seconds: float, big: int, web_concurrency: int, workdir: Path) -> int:
             f"p99 {_percentile(values, 0.99):6.2f} ms"
         )
 
+    print(f"another principal's task vs an unknown id, tasks/get, {len(foreign)} each, interleaved")
+    print(line("another principal's", foreign))
+    print(line("unknown id", unknown))
     duration = seconds + 1.0 + 2.0  # the flood's span, with its process's start-up
     admitted = counts.get("200", 0)
     print(
