@@ -10,13 +10,15 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from ops.mcp_client import McpClient
+from ops.mcp_client import McpClient, Reply
+from ops.processes import wait_until
 from ops.stack import Stack
 from shared.settings import DEFAULT_TOOLS
 from tests.support.issuer import LocalIssuer
@@ -43,6 +45,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, issuer: LocalIssuer) -> Iter
         "MCPQ_CREATE_RATE": "2",
         "MCPQ_CREATE_BURST": "5",
         "MCPQ_MAX_OPEN_TASKS": "50",
+        "MCPQ_MAX_SYNC_CALLS": "1",
         "MCPQ_INPUT_HOLD_S": "1",
         "MCPQ_POLL_INTERVAL_MS": "200",
     }
@@ -185,3 +188,32 @@ def test_a_flooding_principal_gets_429_and_another_is_unaffected(
         assert calm.call_tool("greet", {"name": "calm"}).status == 200
     metrics = httpx.get(stack.url(0).removesuffix("/mcp") + "/metrics", timeout=10).text
     assert 'mcpq_limit_rejections_total{limit="rate"}' in metrics
+
+
+def _refused_by(reply: Reply, limit: str) -> Reply | None:
+    error = reply.body.get("error") or {}
+    return (
+        reply if reply.status == 429 and (error.get("data") or {}).get("limit") == limit else None
+    )
+
+
+def test_concurrent_synchronous_calls_are_bounded_per_principal(
+    stack: Stack, issuer: LocalIssuer
+) -> None:
+    token = issuer.token("sync-user", RESOURCE)
+    with ThreadPoolExecutor(1) as pool, client(stack, token) as first:
+        # A synchronous call (no tasks opt-in) that runs for a while holds the one slot.
+        running = pool.submit(first.call_tool, "slow_compute", {"seconds": 3}, tasks=False)
+        with client(stack, token, replica=1) as second:
+            refused = wait_until(
+                lambda: _refused_by(second.call_tool("greet", {"name": "x"}), "sync"),
+                timeout=10,
+                interval=0.1,
+                message="the second sync call to be refused",
+            )
+        assert refused.error["data"]["limit"] == "sync"
+        assert refused.error["data"]["setting"] == "MCPQ_MAX_SYNC_CALLS"
+        assert "retry-after" in refused.headers
+        assert running.result(timeout=30).status == 200
+    with client(stack, token) as again:  # the slot is free once the call ended
+        assert again.call_tool("greet", {"name": "y"}).status == 200
