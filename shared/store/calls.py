@@ -276,9 +276,7 @@ def _parse_cancelled(reply: list[Any]) -> Cancelled:
     return Cancelled(_reply(reply), len(reply) > 1 and int(reply[1]) == 1)
 
 
-def read(
-    k: Keys, ref: str, owner: str
-) -> ScriptCall[tuple[dict[str, str], dict[str, str]] | None]:
+def read(k: Keys, ref: str, owner: str) -> ScriptCall[tuple[dict[str, str], dict[str, str]] | None]:
     """The task's fields and its outstanding inputs, or ``None`` (unknown, or not ``owner``'s:
     the script does not tell them apart, in its reply or its work)."""
 
