@@ -53,7 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="run a Celery worker")
     worker.add_argument("--queues", help="comma-separated; default: $MCPQ_QUEUES or mcpq")
     worker.add_argument(
-        "--concurrency", type=positive_int, help="default: $MCPQ_WORKER_CONCURRENCY or 4"
+        "--pool",
+        choices=["io", "cpu"],
+        help="io: a thread per run, for tools that wait (default: $MCPQ_WORKER_POOL or io); "
+        "cpu: a process per run (prefork), for CPU-bound tools",
+    )
+    worker.add_argument(
+        "--concurrency",
+        type=positive_int,
+        help="runs at once: $MCPQ_IO_CONCURRENCY (100) threads for io, "
+        "$MCPQ_WORKER_CONCURRENCY (4) processes for cpu",
     )
     worker.add_argument("--hostname", help="Celery node name; default: mcpq-<queues>@%%h")
 
@@ -96,12 +105,14 @@ def exec_argv(
         return commands.web_command(port=port, workers=settings.web_concurrency, host=args.host)
     if args.command == "worker":
         queues = args.queues or ",".join(settings.worker_queues)
-        concurrency = args.concurrency or settings.worker_concurrency
+        pool = args.pool or settings.worker_pool
+        concurrency = args.concurrency or settings.concurrency(pool)
         return commands.worker_command(
             queues=queues,
             concurrency=concurrency,
             hostname=args.hostname,
             instance=settings.instance,
+            pool=pool,
         )
     if args.command == "redis":
         from ops.redis_binary import choose_redis_server

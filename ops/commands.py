@@ -46,13 +46,25 @@ def default_worker_hostname(queues: str, instance: str = "") -> str:
     return f"{name}.{instance}@%h" if instance else f"{name}@%h"
 
 
+#: mcpq's pool kinds and the Celery pool each runs (see ``workers.execution``): ``io`` runs
+#: each tool in a thread (tools that wait hold a thread, not a process; ``async def`` tools get
+#: an event loop of their own), ``cpu`` in a process of its own (prefork).
+CELERY_POOLS = {"io": "threads", "cpu": "prefork"}
+
+
 def worker_command(
-    *, queues: str, concurrency: int, hostname: str | None = None, instance: str = ""
+    *,
+    queues: str,
+    concurrency: int,
+    hostname: str | None = None,
+    instance: str = "",
+    pool: str = "io",
 ) -> list[str]:
-    """A Celery prefork worker consuming `queues`, sending task events (Flower needs them)."""
+    """A Celery worker of pool kind ``pool`` consuming `queues`, sending task events (Flower
+    needs them)."""
     return [
         sys.executable, "-m", "celery", "-A", CELERY_APP, "worker",
-        "--pool", "prefork",
+        "--pool", CELERY_POOLS[pool],
         "-E",
         "--loglevel", "INFO",
         "-Q", queues,
@@ -81,8 +93,9 @@ def dev_worker_command() -> list[str]:
 
 
 def dev_bulk_worker_command() -> list[str]:
-    """`mcpq dev`'s second pool: the `bulk` queue (tools declared with `queue="bulk"`)."""
-    return _mcpq("worker", "--queues", "bulk", "--concurrency", "1")
+    """`mcpq dev`'s second pool: the `bulk` queue (tools declared with `queue="bulk"`), a cpu
+    (prefork) pool."""
+    return _mcpq("worker", "--queues", "bulk", "--pool", "cpu", "--concurrency", "1")
 
 
 def redis_command(executable: str, *, port: int, host: str = "127.0.0.1") -> list[str]:

@@ -49,6 +49,14 @@ def _limit(raw: str) -> int:
 
 
 AUTH_MODES = ("oauth", "apikey", "none")
+POOLS = ("io", "cpu")
+
+
+def _pool(raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in POOLS:
+        raise ValueError(f"unknown pool {raw!r} (use io or cpu)")
+    return value
 
 
 def _auth_modes(raw: str) -> tuple[str, ...]:
@@ -173,6 +181,8 @@ class Settings:
     worker_concurrency: int = field(
         default=4, metadata={"env": "MCPQ_WORKER_CONCURRENCY", "parse": int}
     )
+    worker_pool: str = field(default="io", metadata={"env": "MCPQ_WORKER_POOL", "parse": _pool})
+    io_concurrency: int = field(default=100, metadata={"env": "MCPQ_IO_CONCURRENCY", "parse": int})
     worker_queues: tuple[str, ...] = field(
         default=("mcpq",), metadata={"env": "MCPQ_QUEUES", "parse": _csv}
     )
@@ -210,6 +220,11 @@ class Settings:
     @classmethod
     def env_names(cls) -> list[str]:
         return [str(f.metadata["env"]) for f in fields(cls)]
+
+    def concurrency(self, pool: str) -> int:
+        """Runs at once per worker process: threads of an ``io`` pool, processes of a ``cpu``
+        one."""
+        return self.io_concurrency if pool == "io" else self.worker_concurrency
 
     @property
     def auth_open(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from typing import Any
 
@@ -19,9 +20,12 @@ from shared import logs
 from shared.celery_config import celery_config
 from shared.jobs import read_run
 from shared.settings import Settings
-from shared.store import TaskStatus, open_store
+from shared.store import Keys, TaskStatus, open_store
+from shared.store.clients import sync_client
+from shared.store.wakeups import Wakeups
 from shared.tools import Registry
 from workers import metrics
+from workers.heartbeat import LeaseKeeper
 from workers.runner import PARKED, RunControl, RunDeps, run_task
 
 log = logging.getLogger("mcpq.worker")
@@ -31,16 +35,20 @@ app.conf.update(celery_config(settings))
 registry = Registry.from_modules(settings.tools)
 
 _deps: tuple[int, RunDeps] | None = None
+_deps_lock = threading.Lock()  # a threads pool builds them from many threads at once
 
 
 def deps() -> RunDeps:
     """Per-process dependencies, built after fork (Redis connections must not cross a fork)."""
     global _deps
-    if _deps is None or _deps[0] != os.getpid():
-        # The blocking client waits up to the input hold in one BLPOP (ctx.ask, ctx.sleep).
-        store = open_store(settings, block_s=settings.input_hold_s + 1)
-        _deps = (os.getpid(), RunDeps(settings, store, registry))
-    return _deps[1]
+    with _deps_lock:
+        if _deps is None or _deps[0] != os.getpid():
+            store = open_store(settings)
+            # Waiting runs (ctx.ask, ctx.sleep) share one pub/sub connection per process.
+            wakeups = Wakeups(sync_client(settings), Keys(settings.key_prefix))
+            leases = LeaseKeeper(store, settings.lease_s, settings.cancel_grace_s)
+            _deps = (os.getpid(), RunDeps(settings, store, registry, leases, wakeups))
+        return _deps[1]
 
 
 def _make_job(tool_name: str) -> Any:
@@ -54,10 +62,14 @@ def _make_job(tool_name: str) -> Any:
         def on_state(state: str) -> None:
             self.send_event(f"task-{state}")
 
+        # A prefork pool process runs its job on its main thread, one at a time: a run that
+        # ignores its cancel may be stopped by killing the process. A thread pool runs many
+        # jobs in one process: never kill it; the run is isolated in a thread instead.
+        alone = threading.current_thread() is threading.main_thread()
         started = time.perf_counter()
-        outcome = run_task(deps(), run, RunControl(terminate, on_state))
+        outcome = run_task(deps(), run, RunControl(terminate if alone else None, on_state))
         metrics.record(tool_name, outcome, time.perf_counter() - started)
-        if outcome in {TaskStatus.CANCELLED, PARKED}:
+        if outcome in {TaskStatus.CANCELLED, PARKED, "abandoned"}:
             # Keep the MCP state its custom event showed; Celery would overwrite it with SUCCESS.
             raise Ignore()
         return outcome

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from shared.errors import TaskCancelled, ToolError
 from shared.limits import LimitExceeded, check_bytes, shorten
 from shared.store import InputPoll, Reply, TaskStatus, TaskStore
+from shared.store.wakeups import Watch
 from shared.tools import InputRequest, elicitation, missing_capabilities, sampling
 from workers.interrupts import RunParked, RunSuperseded
 
@@ -48,8 +49,12 @@ class RunContext:
         *,
         max_step_bytes: int = 1024 * 1024,
         max_message_chars: int = 1000,
+        watch: Watch | None = None,
     ) -> None:
         self._store = store
+        #: How the run learns of a change of its task while it waits (``shared.store.wakeups``:
+        #: many runs share one connection); without one, a blocking read of its wake list.
+        self._watch = watch
         self.ref, self.gen = ref, gen
         self._prelude = prelude
         self._hold_s = hold_s
@@ -106,11 +111,10 @@ class RunContext:
     def sleep(self, seconds: float) -> None:
         with self._inside():
             deadline = time.monotonic() + seconds
+            self._ready()
             self._check()
             while (left := deadline - time.monotonic()) > 0:
-                # NOTE: near the deadline `left` is a sliver of a millisecond; wait_wake rounds
-                # it (shared.store.blocking) so Redis 6.2 cannot read it as "block forever".
-                self._store.wait_wake(self.ref, min(left, self._hold_s))
+                self._wait(min(left, self._hold_s))
                 self._check()
 
     def ask(self, *requests: InputRequest) -> list[dict[str, Any]]:
@@ -124,6 +128,7 @@ class RunContext:
             self._asked += 1
             keys.append(f"{_KIND.get(str(request.get('method')), 'input')}-{self._asked}")
         outstanding = dict(zip(keys, requests, strict=True))
+        self._ready()  # subscribed before the state is read: no answer can slip in between
         poll = self._poll(outstanding)
         if poll.missing:
             self._on_state(TaskStatus.INPUT_REQUIRED)  # a task event: Flower shows the MCP state
@@ -133,7 +138,7 @@ class RunContext:
             if left <= 0:
                 self._park()
             else:
-                self._store.wait_wake(self.ref, left)
+                self._wait(left)
             poll = self._poll(outstanding)
         answers = poll.answers or {}
         return [answers[key] for key in keys]
@@ -164,6 +169,26 @@ class RunContext:
         return stored  # type: ignore[no-any-return]
 
     # -- internals ------------------------------------------------------------------------------
+    def _ready(self) -> None:
+        if self._watch is not None:
+            self._watch.ready()
+
+    def _wait(self, seconds: float) -> None:
+        """Until the task changes (an answer, a cancel) or ``seconds`` pass; callers read the
+        state again either way."""
+        if self._watch is not None:
+            self._watch.wait(seconds)
+        else:
+            # NOTE: near a deadline `seconds` is a sliver of a millisecond; wait_wake rounds it
+            # (shared.store.blocking) so Redis 6.2 cannot read it as "block forever".
+            self._store.wait_wake(self.ref, seconds)
+
+    def interrupt(self) -> None:
+        """The task was cancelled (the lease keeper saw it): wake the run wherever it waits."""
+        self.cancel_seen.set()
+        if self._watch is not None:
+            self._watch.changed.set()
+
     def _require_capabilities(self, requests: tuple[InputRequest, ...]) -> None:
         """Never ask what the creating client cannot answer (it declared its capabilities on
         the tools/call that created the task): the tool ends with a tool error instead of

@@ -1,10 +1,13 @@
-"""The lease heartbeat of a run: renews the lease, notices cancellation, enforces the grace, and
-stops a tool that stopped making progress.
+"""The lease keeper: one thread per worker process renews the lease of every run the process
+holds, notices cancellation, enforces the grace, and stops a tool that stopped making progress.
 
-A thread in the process running the tool. Every ``lease/3`` seconds (at most every 0.5 s) it
-renews the run's lease, so the sweeper knows the worker is alive. When the task turns out
-cancelled it flags the context, and if the tool has still not returned after the grace period it
-asks Celery to terminate the pool process that runs it (for tools that never call ``ctx``).
+Every ``lease/3`` seconds (at most every 0.5 s) it renews all leases in one round trip, so the
+sweeper knows the runs are alive: a prefork pool process holds one run, a thread pool process
+may hold hundreds, and a thread and a connection per run would not scale. When a run's task
+turns out cancelled it interrupts the run (``on_cancel``: the context wakes, an async tool's
+task is cancelled); if the tool has still not returned after the grace period it stops the run
+(``terminate``: the pool process is killed, or the tool's thread abandoned; see
+``workers.execution``).
 
 Renewing is automatic, so without a bound a hung tool (blocked forever outside ``ctx``) would
 keep its lease, its pool slot and its task ``working`` forever: the sweeper only recovers runs
@@ -17,12 +20,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from shared.errors import StoreUnavailable
 from shared.logs import task_hash
-from shared.store import Reply, TaskStore
+from shared.store import Renewal, Reply, TaskStore
 
 log = logging.getLogger("mcpq.worker")
 
@@ -30,7 +34,7 @@ log = logging.getLogger("mcpq.worker")
 @dataclass(frozen=True)
 class Watchdog:
     """``busy_for()`` seconds of the tool's own code since its last context call, the limit
-    (0: none), and what ends the task when the limit is passed (before the process is killed)."""
+    (0: none), and what ends the task when the limit is passed (before the run is stopped)."""
 
     busy_for: Callable[[], float]
     limit_s: float
@@ -40,73 +44,115 @@ class Watchdog:
         return self.limit_s > 0 and self.busy_for() > self.limit_s
 
 
-class Heartbeat(threading.Thread):
-    def __init__(
-        self,
-        store: TaskStore,
-        ref: str,
-        gen: int,
-        lease_s: float,
-        grace_s: float,
-        cancel_seen: threading.Event,
-        terminate: Callable[[], None],
-        watchdog: Watchdog,
-    ) -> None:
-        super().__init__(name=f"heartbeat-{ref[:8]}", daemon=True)
-        self._store, self._ref, self._gen = store, ref, gen
+@dataclass(eq=False)
+class KeptRun:
+    """One run under the keeper's watch."""
+
+    ref: str
+    gen: int
+    on_cancel: Callable[[], None]
+    terminate: Callable[[], None]
+    watchdog: Watchdog
+    cancelled_at: float | None = field(default=None)
+
+
+class LeaseKeeper:
+    def __init__(self, store: TaskStore, lease_s: float, grace_s: float) -> None:
+        self._store = store
         self._lease_ms = int(lease_s * 1000)
-        self._interval = max(lease_s / 3, 0.05)
+        self._interval = min(max(lease_s / 3, 0.05), 0.5)
         self._grace_s = grace_s
-        self._cancel_seen = cancel_seen
-        self._terminate = terminate
-        self._watchdog = watchdog
-        self._halt = threading.Event()  # not `_stop`: Thread has its own
+        self._lock = threading.Lock()
+        self._runs: set[KeptRun] = set()
+        self._added = threading.Event()
+        self._thread: threading.Thread | None = None
 
-    def stop(self) -> None:
-        self._halt.set()
+    @contextmanager
+    def keep(self, run: KeptRun) -> Iterator[KeptRun]:
+        """Keep ``run``'s lease while the block runs."""
+        with self._lock:
+            self._runs.add(run)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="mcpq-leases", daemon=True)
+                self._thread.start()
+        self._added.set()
+        try:
+            yield run
+        finally:
+            self._drop(run)
 
-    def run(self) -> None:
-        cancelled_at: float | None = None
-        while not self._halt.wait(self._poll_interval(cancelled_at)):
-            if self._watchdog.tripped():
-                self._stop_stalled_run()
-                return
+    @property
+    def runs(self) -> int:
+        with self._lock:
+            return len(self._runs)
+
+    def _drop(self, run: KeptRun) -> None:
+        with self._lock:
+            self._runs.discard(run)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                runs = list(self._runs)
+            if not runs:
+                self._added.wait(5.0)
+                self._added.clear()
+                continue
+            pending = any(run.cancelled_at is not None for run in runs)
+            time.sleep(0.25 if pending else self._interval)
             try:
-                renewal = self._store.renew(self._ref, self._gen, self._lease_ms)
-            except StoreUnavailable:
-                log.warning("lease renewal failed: task store unavailable")
-                continue
-            except Exception:  # e.g. Redis out of memory: keep beating, the next one may pass
-                log.warning("lease renewal failed", exc_info=True)
-                continue
-            if renewal.reply is Reply.PARKED:  # the run let go of the task; it is ending
-                return
-            if renewal.reply is not Reply.OK:  # ended (cancelled), gone, or taken over
-                self._cancel_seen.set()
-                cancelled_at = cancelled_at or time.monotonic()
-            if cancelled_at is not None and time.monotonic() - cancelled_at >= self._grace_s:
-                log.warning(
-                    "tool ignored cancellation for %.1fs: terminating it",
-                    self._grace_s,
-                    extra={"task": task_hash(self._ref)},
-                )
-                self._terminate()
-                return
+                self.tick()
+            except Exception:  # never let the keeper die: the next tick may pass
+                log.warning("lease keeper tick failed", exc_info=True)
 
-    def _stop_stalled_run(self) -> None:
+    def tick(self) -> None:
+        """One round: stalled runs are stopped, the others renewed in one round trip."""
+        with self._lock:
+            runs = list(self._runs)
+        live = []
+        for run in runs:
+            if run.watchdog.tripped():
+                self._stop_stalled(run)
+            else:
+                live.append(run)
+        if not live:
+            return
+        try:
+            renewals = self._store.renew_many([(r.ref, r.gen) for r in live], self._lease_ms)
+        except StoreUnavailable:
+            log.warning("lease renewal failed: task store unavailable")
+            return
+        for run, renewal in zip(live, renewals, strict=True):
+            self._judge(run, renewal)
+
+    def _judge(self, run: KeptRun, renewal: Renewal) -> None:
+        if renewal.reply is Reply.PARKED:  # the run let go of the task; it is ending
+            self._drop(run)
+            return
+        if renewal.reply is not Reply.OK:  # ended (cancelled), gone, or taken over
+            if run.cancelled_at is None:
+                run.cancelled_at = time.monotonic()
+                run.on_cancel()
+            elif time.monotonic() - run.cancelled_at >= self._grace_s:
+                log.warning(
+                    "tool ignored cancellation for %.1fs: stopping it",
+                    self._grace_s,
+                    extra={"task": task_hash(run.ref)},
+                )
+                self._drop(run)
+                run.terminate()
+
+    def _stop_stalled(self, run: KeptRun) -> None:
         """The task fails first (fenced by this run's generation, so a cancel or a newer run
-        wins), then the process is killed: a hung tool cannot be interrupted any other way, and
-        Celery replaces the pool process, so the slot serves the next run."""
+        wins), then the run is stopped: a hung tool cannot be interrupted any other way."""
         log.warning(
             "tool made no progress for %gs (max_run_s): stopping its run",
-            self._watchdog.limit_s,
-            extra={"task": task_hash(self._ref)},
+            run.watchdog.limit_s,
+            extra={"task": task_hash(run.ref)},
         )
+        self._drop(run)
         try:
-            self._watchdog.fail_task()
+            run.watchdog.fail_task()
         except Exception:  # the store is down: the lease lapses and the sweeper re-runs it
             log.warning("could not mark the stalled run failed", exc_info=True)
-        self._terminate()
-
-    def _poll_interval(self, cancelled_at: float | None) -> float:
-        return min(self._interval, 0.25) if cancelled_at is not None else min(self._interval, 0.5)
+        run.terminate()

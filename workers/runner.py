@@ -26,10 +26,12 @@ from shared.limits import LimitExceeded, check_bytes
 from shared.logs import task_hash
 from shared.results import call_tool_result, error_result
 from shared.settings import Settings
-from shared.store import Reply, TaskStatus, TaskStore
+from shared.store import Reply, TaskRecord, TaskStatus, TaskStore
+from shared.store.wakeups import Wakeups, Watch
 from shared.tools import Registry, Tool
 from workers.context import RunContext
-from workers.heartbeat import Heartbeat, Watchdog
+from workers.execution import RunAbandoned, ToolCall
+from workers.heartbeat import KeptRun, LeaseKeeper, Watchdog
 from workers.interrupts import RunParked, RunSuperseded
 
 log = logging.getLogger("mcpq.worker")
@@ -41,13 +43,21 @@ class RunDeps:
     settings: Settings
     store: TaskStore
     registry: Registry
+    #: The process's lease keeper (one thread renews every run's lease).
+    leases: LeaseKeeper
+    #: The process's shared wake-ups (one connection for every waiting run); ``None``: each
+    #: run waits in a blocking read of its own.
+    wakeups: Wakeups | None = None
 
 
 @dataclass(frozen=True)
 class RunControl:
-    """What the job system lends a run: killing its own process, and showing a state."""
+    """What the job system lends a run: showing a state, and how a run that ignores its cancel
+    is stopped: ``terminate`` kills the process it runs in (prefork: one job per process), or
+    ``None`` when the process runs other jobs too (threads): then the tool gets a thread of its
+    own and is abandoned instead (``workers.execution``)."""
 
-    terminate: Callable[[], None]
+    terminate: Callable[[], None] | None
     on_state: Callable[[str], None]
 
 
@@ -98,6 +108,23 @@ def _run(deps: RunDeps, ref: str, control: RunControl) -> str:
         message = f"Unknown tool on this worker: {record.tool}"
         store.finish(ref, gen, TaskStatus.FAILED, rpc_error(INTERNAL_ERROR, message), message)
         return TaskStatus.FAILED.value
+    if deps.wakeups is None:
+        return _execute(deps, ref, record, gen, tool, control, None)
+    # Subscribed for the whole run, before the tool reads anything it may wait on.
+    with deps.wakeups.watch(ref) as watch:
+        return _execute(deps, ref, record, gen, tool, control, watch)
+
+
+def _execute(
+    deps: RunDeps,
+    ref: str,
+    record: TaskRecord,
+    gen: int,
+    tool: Tool,
+    control: RunControl,
+    watch: Watch | None,
+) -> str:
+    s, store = deps.settings, deps.store
     ctx = RunContext(
         store,
         ref,
@@ -108,22 +135,29 @@ def _run(deps: RunDeps, ref: str, control: RunControl) -> str:
         None if record.sync else record.caps,  # a synchronous call checks them itself (MRTR)
         max_step_bytes=s.max_step_bytes,
         max_message_chars=s.max_message_chars,
+        watch=watch,
     )
-    beat = Heartbeat(
-        store,
+    call = ToolCall(lambda: tool.call(ctx, record.arguments), tool.name)
+
+    def on_cancel() -> None:
+        ctx.interrupt()
+        call.interrupt()
+
+    kept = KeptRun(
         ref,
         gen,
-        s.lease_s,
-        s.cancel_grace_s,
-        ctx.cancel_seen,
-        control.terminate,
+        on_cancel,
+        control.terminate or call.abandon,
         _watchdog(store, ref, gen, tool, ctx, s.max_run_s),
     )
-    beat.start()
+    run = call.here if control.terminate is not None else call.in_thread
     try:
-        status, payload, message = _outcome(
-            lambda: tool.call(ctx, record.arguments), tool.name, s.max_result_bytes
-        )
+        with deps.leases.keep(kept):
+            status, payload, message = _outcome(run, tool.name, s.max_result_bytes)
+    except RunAbandoned:
+        # The tool ignored its cancel (or its run limit) for the grace: the task already has
+        # its final state; this job lets go of the tool's thread.
+        return "abandoned"
     except TaskCancelled:
         control.on_state(TaskStatus.CANCELLED)
         return TaskStatus.CANCELLED.value
@@ -135,8 +169,6 @@ def _run(deps: RunDeps, ref: str, control: RunControl) -> str:
     except BaseException:  # SystemExit from billiard's SIGTERM handler, KeyboardInterrupt
         hand_back(store, ref, gen)
         raise
-    finally:
-        beat.stop()
     # Fenced by `gen`: if the task was cancelled meanwhile, or a newer run took it over after
     # our lease lapsed, this result is discarded and the task keeps what it has.
     reply = store.finish(ref, gen, status, payload, message)

@@ -27,17 +27,27 @@ def tls_options(settings: Settings) -> dict[str, Any]:
     return {}
 
 
+SYNC_POOL_SIZE = 64
+"""Connections of one synchronous client. A thread pool's runs share them: a command takes one
+for a round trip (nobody holds one to wait: ``shared.store.wakeups``), and a thread that finds
+them all busy waits for one (up to ``MCPQ_REDIS_TIMEOUT_S``) instead of failing, as redis-py's
+default pool (100, then an error) would."""
+
+
 def sync_client(settings: Settings, *, block_s: float = 0.0) -> redis.Redis:
     timeout = settings.redis_timeout_s + block_s
-    return redis.Redis.from_url(
+    pool = redis.BlockingConnectionPool.from_url(
         settings.redis_url,
         **tls_options(settings),
+        max_connections=SYNC_POOL_SIZE,
+        timeout=settings.redis_timeout_s,
         decode_responses=True,
         socket_timeout=timeout,
         socket_connect_timeout=settings.redis_timeout_s,
         health_check_interval=30,
         retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
     )
+    return redis.Redis(connection_pool=pool)
 
 
 def async_client(settings: Settings) -> aioredis.Redis:

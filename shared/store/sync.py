@@ -9,7 +9,7 @@ inside: callers get typed replies and records, never a connection.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -55,6 +55,18 @@ class TaskStore:
             reply = self._scripts[call.script](keys=call.keys, args=call.args)
         return call.parse(reply)
 
+    def run_many(self, many: Sequence[ScriptCall[T]]) -> list[T]:
+        """Several script calls in one round trip (a pipeline, not a transaction: each script
+        is atomic on its own)."""
+        if not many:
+            return []
+        with store_errors():
+            pipe = self._redis.pipeline(transaction=False)
+            for call in many:
+                self._scripts[call.script](keys=call.keys, args=call.args, client=pipe)
+            replies = pipe.execute()
+        return [call.parse(reply) for call, reply in zip(many, replies, strict=True)]
+
     def pipeline(self, call: PipelineCall[T]) -> T:
         with store_errors():
             pipe = self._redis.pipeline(transaction=False)
@@ -69,6 +81,10 @@ class TaskStore:
 
     def renew(self, ref: str, gen: int, lease_ms: int) -> Renewal:
         return self.run(calls.renew(self._keys, ref, gen, lease_ms))
+
+    def renew_many(self, runs: Sequence[tuple[str, int]], lease_ms: int) -> list[Renewal]:
+        """Renew the leases of many runs (``(ref, gen)``) in one round trip."""
+        return self.run_many([calls.renew(self._keys, ref, gen, lease_ms) for ref, gen in runs])
 
     def report(self, ref: str, gen: int, message: str) -> Reply:
         return self.run(calls.report(self._keys, ref, gen, message))

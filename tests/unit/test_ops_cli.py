@@ -48,8 +48,8 @@ def gunicorn(bind: str, workers: int) -> list[str]:
             "--bind", bind, "--workers", str(workers), "frontend.asgi:app"]  # fmt: skip
 
 
-def celery_worker(queues: str, concurrency: int, hostname: str) -> list[str]:
-    return [PY, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool", "prefork", "-E",
+def celery_worker(queues: str, concurrency: int, hostname: str, pool: str = "threads") -> list[str]:
+    return [PY, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool", pool, "-E",
             "--loglevel", "INFO", "-Q", queues, "-c", str(concurrency), "-n", hostname]  # fmt: skip
 
 
@@ -71,18 +71,31 @@ def test_web_brackets_an_ipv6_host() -> None:
     assert run(["web", "--host", "::1", "--port", "8080"]) == gunicorn("[::1]:8080", 2)
 
 
-def test_worker_defaults_consume_the_mcpq_queue_with_four_processes() -> None:
-    assert run(["worker"]) == celery_worker("mcpq", 4, "mcpq-mcpq@%h")
+def test_worker_defaults_to_an_io_pool_of_100_threads_on_the_mcpq_queue() -> None:
+    assert run(["worker"]) == celery_worker("mcpq", 100, "mcpq-mcpq@%h")
+
+
+def test_a_cpu_pool_is_prefork_with_four_processes() -> None:
+    assert run(["worker", "--pool", "cpu"]) == celery_worker("mcpq", 4, "mcpq-mcpq@%h", "prefork")
+    env = {"MCPQ_WORKER_POOL": "cpu"}
+    assert run(["worker"], env) == celery_worker("mcpq", 4, "mcpq-mcpq@%h", "prefork")
 
 
 def test_worker_follows_queues_and_concurrency_from_the_environment() -> None:
-    env = {"MCPQ_QUEUES": "bulk, gpu", "MCPQ_WORKER_CONCURRENCY": "8"}
-    assert run(["worker"], env) == celery_worker("bulk,gpu", 8, "mcpq-bulk-gpu@%h")
+    env = {"MCPQ_QUEUES": "bulk, gpu", "MCPQ_WORKER_CONCURRENCY": "8", "MCPQ_IO_CONCURRENCY": "50"}
+    assert run(["worker"], env) == celery_worker("bulk,gpu", 50, "mcpq-bulk-gpu@%h")
+    cpu = celery_worker("bulk,gpu", 8, "mcpq-bulk-gpu@%h", "prefork")
+    assert run(["worker", "--pool", "cpu"], env) == cpu
 
 
 def test_worker_flags_override_the_environment() -> None:
     argv = ["worker", "--queues", "bulk", "--concurrency", "2", "--hostname", "w1@%h"]
     assert run(argv, {"MCPQ_QUEUES": "gpu"}) == celery_worker("bulk", 2, "w1@%h")
+
+
+def test_an_unknown_pool_is_a_bad_environment(capsys: pytest.CaptureFixture[str]) -> None:
+    line = refusal(["worker"], {"MCPQ_TOOLS": "tools.demo", "MCPQ_WORKER_POOL": "gevent"}, capsys)
+    assert "MCPQ_WORKER_POOL" in line
 
 
 def test_flower_defaults_to_5555_unless_port_is_set() -> None:

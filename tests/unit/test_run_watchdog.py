@@ -17,7 +17,7 @@ from shared.settings import Settings
 from shared.store import Renewal, Reply, TaskStatus
 from shared.tools import Registry, ToolContext
 from workers.context import RunContext
-from workers.heartbeat import Heartbeat, Watchdog
+from workers.heartbeat import KeptRun, LeaseKeeper, Watchdog
 
 
 class HealthyStore:
@@ -41,9 +41,9 @@ class HealthyStore:
     def wait_wake(self, ref: str, timeout_s: float) -> None:
         time.sleep(max(0.0, timeout_s))
 
-    def renew(self, ref: str, gen: int, lease_ms: int) -> Renewal:
-        self.renewals += 1
-        return Renewal(Reply.OK, TaskStatus.WORKING)
+    def renew_many(self, runs: list[tuple[str, int]], lease_ms: int) -> list[Renewal]:
+        self.renewals += len(runs)
+        return [Renewal(Reply.OK, TaskStatus.WORKING) for _ in runs]
 
 
 def context() -> RunContext:
@@ -86,20 +86,16 @@ def run_heartbeat(busy_s: float, limit_s: float) -> tuple[list[str], HealthyStor
     events: list[str] = []
     store = HealthyStore()
     watchdog = Watchdog(lambda: busy_s, limit_s, lambda: events.append("failed"))
-    beat = Heartbeat(
-        store,  # type: ignore[arg-type]
+    keeper = LeaseKeeper(store, lease_s=0.15, grace_s=1.0)  # type: ignore[arg-type]
+    run = KeptRun(
         "ref",
         1,
-        lease_s=0.15,
-        grace_s=1.0,
-        cancel_seen=threading.Event(),
+        on_cancel=lambda: events.append("cancel seen"),
         terminate=lambda: events.append("terminated"),
         watchdog=watchdog,
     )
-    beat.start()
-    beat.join(timeout=0.6)
-    beat.stop()
-    beat.join()
+    with keeper.keep(run):
+        time.sleep(0.6)
     return events, store
 
 
