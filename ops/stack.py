@@ -266,13 +266,26 @@ class Stack:
         self.workers.append(child)
         return self.wait_ready(child, ready)
 
-    def spawn_pool(self, queues: str, node: str, *, concurrency: int = 2, **env: str) -> Child:
+    def spawn_pool(
+        self,
+        queues: str,
+        node: str,
+        *,
+        concurrency: int | None = 2,
+        pool: str | None = None,
+        **env: str,
+    ) -> Child:
         """``mcpq worker --queues Q`` (the Procfile's worker command) as node ``node@%h``;
-        returns at once (see `wait_ready`)."""
+        ``concurrency``/``pool`` ``None``: the command's defaults. Returns at once (see
+        `wait_ready`)."""
         argv = [
             sys.executable, "-m", "ops.cli", "worker",
-            "--queues", queues, "--concurrency", str(concurrency), "--hostname", f"{node}@%h",
+            "--queues", queues, "--hostname", f"{node}@%h",
         ]  # fmt: skip
+        if concurrency is not None:
+            argv += ["--concurrency", str(concurrency)]
+        if pool is not None:
+            argv += ["--pool", pool]
         child = self._spawn(f"worker-{node}", argv, self.child_env(**env))
         self.workers.append(child)
         return child

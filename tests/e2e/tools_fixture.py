@@ -7,6 +7,7 @@ are namespace packages). It only imports ``shared.tools``, like any tool module.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -28,3 +29,22 @@ def stubborn_sleep(ctx: ToolContext, seconds: float) -> str:
     while time.monotonic() < deadline:  # deaf to cancellation: only termination stops it
         time.sleep(0.05)
     return "woke up"
+
+
+@tool(task="optional", description="Test-only: an async tool that awaits, never calling ctx.")
+async def async_wait(ctx: ToolContext, seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return f"awaited {seconds:g}s"
+
+
+@tool(task="optional", description="Test-only: an async tool that reports, then awaits.")
+async def async_report(ctx: ToolContext, seconds: float = 0.1) -> str:
+    ctx.report("started")  # the context works from a coroutine (it blocks only this run's loop)
+    await asyncio.sleep(seconds)
+    return "reported"
+
+
+@tool(task="optional", description="Test-only: blocks in one C call, deaf to everything.")
+def blocked_in_c(ctx: ToolContext, seconds: float) -> str:
+    time.sleep(seconds)
+    return "unblocked"
