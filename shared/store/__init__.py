@@ -9,7 +9,7 @@ return; :func:`task_ref`. Inside: the key schema (``keys``), one Lua script per 
 (``clients``) and the rule for blocking timeouts (``blocking``).
 """
 
-from shared.store.aio import AsyncTaskStore, Watch
+from shared.store.aio import AsyncTaskStore
 from shared.store.calls import (
     Admission,
     Answered,
@@ -29,6 +29,7 @@ from shared.store.sessions import Outgoing, Session
 from shared.store.states import TERMINAL, Reply, TaskStatus
 from shared.store.stats import OUTCOMES, StatsSnapshot
 from shared.store.sync import TaskStore
+from shared.store.wakeups import AsyncWatch as Watch
 
 __all__ = [
     "OUTCOMES",

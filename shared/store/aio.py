@@ -7,14 +7,11 @@ the web tier makes: ``tasks/get`` in one round trip, watching tasks change (pub/
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
-from redis.asyncio.client import PubSub
 
 from shared import jsonutil
 from shared.errors import TaskNotFound
@@ -26,6 +23,7 @@ from shared.store.listing import Listed, Position
 from shared.store.records import TaskRecord
 from shared.store.sessions import Outgoing, Session
 from shared.store.stats import StatsSnapshot
+from shared.store.wakeups import AsyncWakeups, AsyncWatch
 
 T = TypeVar("T")
 
@@ -34,9 +32,15 @@ class AsyncTaskStore:
     def __init__(self, client: aioredis.Redis, keys: Keys | None = None) -> None:
         self._redis = client
         self._keys = keys or Keys()
+        self._wakeups = AsyncWakeups(client, self._keys)
         self._scripts = {
             name: client.register_script(scripts.source(name)) for name in scripts.NAMES
         }
+
+    async def aclose(self) -> None:
+        """Close the shared watch connection and the client (tests; a server just exits)."""
+        await self._wakeups.aclose()
+        await self._redis.aclose()
 
     # -- the two ways in: a script, or a plain pipeline ----------------------------------------
     async def run(self, call: ScriptCall[T]) -> T:
@@ -88,26 +92,20 @@ class AsyncTaskStore:
     @contextlib.asynccontextmanager
     async def watch(
         self, refs: Sequence[str] = (), scopes: Sequence[str] = ()
-    ) -> AsyncIterator[Watch]:
-        """Subscribe to the changes of tasks ``refs`` and of the tasks of listing ``scopes``
-        (one connection for this watch).
+    ) -> AsyncIterator[AsyncWatch]:
+        """Subscribe to the changes of tasks ``refs`` and of the tasks of listing ``scopes``.
 
         NOTE: subscribe first, read the task second: the scripts publish in the same step as the
         change, so nothing falls between the read and the first message (see ``publish`` in
         ``lua/_prelude.lua``). Messages can still be lost if the connection drops, so a watcher
         re-reads the task on a timer too.
         """
-        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-        try:
-            with store_errors():
-                channels = [self._keys.events(ref) for ref in refs]
-                channels += [self._keys.listing_events(scope) for scope in scopes]
-                if channels:  # none: the watch only waits out its timeouts
-                    await pubsub.subscribe(*channels)
-            yield Watch(pubsub if channels else None, len(self._keys.task_prefix))
-        finally:
-            with contextlib.suppress(Exception):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+        channels = [self._keys.events(ref) for ref in refs]
+        channels += [self._keys.listing_events(scope) for scope in scopes]
+        # Every watch of this process shares one connection (shared.store.wakeups): a thousand
+        # waiting synchronous calls hold one Redis connection, not a thousand.
+        async with self._wakeups.watch(channels) as watch:
+            yield watch
 
     # -- 2025-era sessions ----------------------------------------------------------------------
     async def open_session(self, session: Session, ttl_ms: int) -> None:
@@ -188,29 +186,3 @@ class AsyncTaskStore:
 
     async def stats(self, queues: list[str]) -> StatsSnapshot:
         return await self.pipeline(stats.snapshot(self._keys, queues))
-
-
-class Watch:
-    """The changes of the watched tasks, as refs, one at a time."""
-
-    def __init__(self, pubsub: PubSub | None, prefix_len: int) -> None:
-        self._pubsub = pubsub
-        self._prefix_len = prefix_len
-
-    async def next(self, timeout_s: float) -> str | None:
-        """The ref of the next changed task, or ``None`` when ``timeout_s`` passed quietly.
-
-        NOTE: reads in slices of at most one second, below the client's socket timeout, so the
-        shared fail-fast client can serve these reads too."""
-        deadline = time.monotonic() + timeout_s
-        if self._pubsub is None:  # nothing watched: only the time passes
-            await asyncio.sleep(max(0.0, timeout_s))
-            return None
-        while (left := deadline - time.monotonic()) > 0:
-            with store_errors():
-                message = await self._pubsub.get_message(
-                    ignore_subscribe_messages=True, timeout=min(left, 1.0)
-                )
-            if message is not None and message.get("type") == "message":
-                return str(message["data"])[self._prefix_len :]  # the task key -> its ref
-        return None

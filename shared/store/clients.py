@@ -47,20 +47,30 @@ def sync_client(settings: Settings, *, block_s: float = 0.0) -> redis.Redis:
         health_check_interval=30,
         retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
     )
-    return redis.Redis(connection_pool=pool)
+    return redis.Redis.from_pool(pool)  # the client owns (and closes) its pool
+
+
+ASYNC_POOL_SIZE = 100
+"""Connections of one web process. A request takes one per round trip; waiting requests hold
+none (their watches share one pub/sub connection), so a burst of requests queues for a
+connection (up to ``MCPQ_REDIS_TIMEOUT_S``) instead of failing as redis-py's default pool does
+past its size."""
 
 
 def async_client(settings: Settings) -> aioredis.Redis:
     """The web tier's client: fails fast (one retry) so a Redis outage answers 503 quickly."""
-    return aioredis.Redis.from_url(
+    pool = aioredis.BlockingConnectionPool.from_url(
         settings.redis_url,
         **tls_options(settings),
+        max_connections=ASYNC_POOL_SIZE,
+        timeout=settings.redis_timeout_s,
         decode_responses=True,
         socket_timeout=settings.redis_timeout_s,
         socket_connect_timeout=min(settings.redis_timeout_s, 0.5),
         health_check_interval=30,
         retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
     )
+    return aioredis.Redis.from_pool(pool)  # the client owns (and closes) its pool
 
 
 def open_store(settings: Settings, *, block_s: float = 0.0) -> TaskStore:
