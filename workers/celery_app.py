@@ -59,8 +59,13 @@ def _make_job(tool_name: str) -> Any:
         def terminate() -> None:
             app.control.revoke(job_id, terminate=True, signal="SIGKILL")
 
+        hostname = self.request.hostname
+
         def on_state(state: str) -> None:
-            self.send_event(f"task-{state}")
+            # Not self.send_event: Celery keeps the request per thread, and in an io pool the
+            # tool (which reports its state) runs in a thread of its own.
+            with app.events.default_dispatcher(hostname=hostname) as dispatcher:
+                dispatcher.send(f"task-{state}", uuid=job_id, retry=True)
 
         # A prefork pool process runs its job on its main thread, one at a time: a run that
         # ignores its cancel may be stopped by killing the process. A thread pool runs many

@@ -47,13 +47,13 @@ class RunContext:
         on_state: Callable[[str], None] = lambda state: None,
         client_caps: dict[str, Any] | None = None,
         *,
+        watch: Watch,
         max_step_bytes: int = 1024 * 1024,
         max_message_chars: int = 1000,
-        watch: Watch | None = None,
     ) -> None:
         self._store = store
-        #: How the run learns of a change of its task while it waits (``shared.store.wakeups``:
-        #: many runs share one connection); without one, a blocking read of its wake list.
+        #: How the run learns that an answer or a cancel came while it waits
+        #: (``shared.store.wakeups``: the runs of a process share one connection).
         self._watch = watch
         self.ref, self.gen = ref, gen
         self._prelude = prelude
@@ -170,24 +170,17 @@ class RunContext:
 
     # -- internals ------------------------------------------------------------------------------
     def _ready(self) -> None:
-        if self._watch is not None:
-            self._watch.ready()
+        self._watch.ready()
 
     def _wait(self, seconds: float) -> None:
-        """Until the task changes (an answer, a cancel) or ``seconds`` pass; callers read the
-        state again either way."""
-        if self._watch is not None:
-            self._watch.wait(seconds)
-        else:
-            # NOTE: near a deadline `seconds` is a sliver of a millisecond; wait_wake rounds it
-            # (shared.store.blocking) so Redis 6.2 cannot read it as "block forever".
-            self._store.wait_wake(self.ref, seconds)
+        """Until an answer or a cancel comes, or ``seconds`` pass; callers read the state
+        again either way."""
+        self._watch.wait(seconds)
 
     def interrupt(self) -> None:
         """The task was cancelled (the lease keeper saw it): wake the run wherever it waits."""
         self.cancel_seen.set()
-        if self._watch is not None:
-            self._watch.changed.set()
+        self._watch.changed.set()
 
     def _require_capabilities(self, requests: tuple[InputRequest, ...]) -> None:
         """Never ask what the creating client cannot answer (it declared its capabilities on

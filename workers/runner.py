@@ -45,9 +45,8 @@ class RunDeps:
     registry: Registry
     #: The process's lease keeper (one thread renews every run's lease).
     leases: LeaseKeeper
-    #: The process's shared wake-ups (one connection for every waiting run); ``None``: each
-    #: run waits in a blocking read of its own.
-    wakeups: Wakeups | None = None
+    #: The process's shared wake-ups (one connection for every waiting run).
+    wakeups: Wakeups
 
 
 @dataclass(frozen=True)
@@ -108,8 +107,6 @@ def _run(deps: RunDeps, ref: str, control: RunControl) -> str:
         message = f"Unknown tool on this worker: {record.tool}"
         store.finish(ref, gen, TaskStatus.FAILED, rpc_error(INTERNAL_ERROR, message), message)
         return TaskStatus.FAILED.value
-    if deps.wakeups is None:
-        return _execute(deps, ref, record, gen, tool, control, None)
     # Subscribed for the whole run, before the tool reads anything it may wait on.
     with deps.wakeups.watch(ref) as watch:
         return _execute(deps, ref, record, gen, tool, control, watch)
@@ -122,7 +119,7 @@ def _execute(
     gen: int,
     tool: Tool,
     control: RunControl,
-    watch: Watch | None,
+    watch: Watch,
 ) -> str:
     s, store = deps.settings, deps.store
     ctx = RunContext(

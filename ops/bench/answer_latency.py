@@ -8,7 +8,7 @@ once and returns the wall-clock time at which its ``ctx.elicit`` returned). When
 when the tool got the answer. It prints p50 / p95 / max of update-sent → tool-resumed and of the
 ``tasks/update`` round trip itself.
 The worker is still holding its slot (the answer arrives well inside ``MCPQ_INPUT_HOLD_S``), so
-this is the hot path: a blocking pop on the task's wake list.
+this is the hot path: the task's wake channel, on the process's shared pub/sub connection.
 
 Exit status 0 when the p95 is within the target (100 ms).
 """

@@ -73,11 +73,10 @@ def async_client(settings: Settings) -> aioredis.Redis:
     return aioredis.Redis.from_pool(pool)  # the client owns (and closes) its pool
 
 
-def open_store(settings: Settings, *, block_s: float = 0.0) -> TaskStore:
-    """The synchronous store; with ``block_s``, a second client for blocking reads of up to
-    that long (workers: the input hold)."""
-    blocking = sync_client(settings, block_s=block_s) if block_s else None
-    return TaskStore(sync_client(settings), Keys(settings.key_prefix), blocking)
+def open_store(settings: Settings) -> TaskStore:
+    """The synchronous store (workers, the sweeper, ``mcpq status``). Waiting runs do not
+    block on it: they share a pub/sub connection (``shared.store.wakeups``)."""
+    return TaskStore(sync_client(settings), Keys(settings.key_prefix))
 
 
 def open_async_store(settings: Settings) -> AsyncTaskStore:

@@ -20,7 +20,7 @@ Schema (``<p>`` = ``{mcpq}``):
 ``<p>:t:<ref>:in``          hash   outstanding input requests: key -> request JSON
 ``<p>:t:<ref>:ans``         hash   delivered answers, kept for replay: key -> response JSON
 ``<p>:t:<ref>:steps``       hash   memoized ``ctx.step`` results: name -> JSON
-``<p>:t:<ref>:wake``        list   wake-ups for the worker (answer, cancel); short TTL
+``<p>:t:<ref>:wake``        chan   (a channel) wakes the task's run: an answer, a cancel
 ``<p>:t:<ref>:ev``          chan   (a pub/sub channel, not a key) every change a client can
                                    see, published by the script that makes it
 ``<p>:s:<sref>``            hash   a 2025-era session (``sref`` = hash of ``Mcp-Session-Id``):
@@ -103,6 +103,8 @@ class Keys:
         return f"{self.task(ref)}:steps"
 
     def wake(self, ref: str) -> str:
+        """The channel that wakes the task's run (answers, cancel); the run's process
+        subscribes to it (``shared.store.wakeups``)."""
         return f"{self.task(ref)}:wake"
 
     @property

@@ -17,7 +17,6 @@ import redis
 
 from shared import jsonutil
 from shared.store import calls, scripts, stats
-from shared.store.blocking import block_timeout
 from shared.store.calls import (
     Claim,
     Due,
@@ -36,14 +35,10 @@ T = TypeVar("T")
 
 
 class TaskStore:
-    """``client`` serves short calls; ``blocking`` (a socket timeout above the longest wait)
-    serves the blocking reads of :meth:`wait_wake`."""
+    """Short calls only: nothing here blocks waiting for a change (``shared.store.wakeups``)."""
 
-    def __init__(
-        self, client: redis.Redis, keys: Keys | None = None, blocking: redis.Redis | None = None
-    ) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys | None = None) -> None:
         self._redis = client
-        self._blocking = blocking or client
         self._keys = keys or Keys()
         self._scripts = {
             name: client.register_script(scripts.source(name)) for name in scripts.NAMES
@@ -125,16 +120,6 @@ class TaskStore:
         with store_errors():
             stored = self._redis.hgetall(self._keys.task(ref))
         return TaskRecord.from_hash(ref, stored) if stored else None  # type: ignore[arg-type]
-
-    def wait_wake(self, ref: str, timeout_s: float) -> str | None:
-        """Block up to ``timeout_s`` for a wake-up of the task's run (an answer, a cancel);
-        ``None`` at once when ``timeout_s`` is not positive."""
-        timeout = block_timeout(timeout_s)
-        if timeout is None:
-            return None
-        with store_errors():
-            item = self._blocking.blpop([self._keys.wake(ref)], timeout=timeout)
-        return None if item is None else str(item[1])
 
     # -- recovery: the sweeper ------------------------------------------------------------------
     def sweep(self, unclaimed_ms: int, batch: int = 100) -> list[Due]:

@@ -4,9 +4,9 @@ A waiting run (``ctx.ask`` until its answers come, ``ctx.sleep`` until a cancel)
 once when its task changes. Blocking each run in its own ``BLPOP`` holds one pooled connection
 per waiting run, which caps a process at its pool size (100 with redis-py 8) and costs Redis a
 client each. Instead one listener thread per process holds one pub/sub connection and subscribes
-to the channel of every task a run of this process holds (``<task key>:ev``; the scripts publish
-on it in the same step as each change: answers, cancel, finish); each waiting run sleeps on a
-``threading.Event`` of its own.
+to the wake channel of every task a run of this process holds (``<task key>:wake``;
+``answer.lua`` and ``cancel.lua`` publish on it in the same step as the change); each waiting run
+sleeps on a ``threading.Event`` of its own.
 
 Ordering (why no change is missed): a run subscribes when it starts (``watch``) and waits for
 the subscription to be confirmed (``Watch.ready``) before it reads the state it will wait on;
@@ -75,7 +75,9 @@ class Wakeups:
     def watch(self, ref: str) -> Iterator[Watch]:
         """Subscribe for the duration of a run (several runs of one task in one process share
         the subscription)."""
-        channel = self._keys.events(ref)
+        # The wake channel, not the task's change channel: only an answer or a cancel wakes a
+        # run (its own progress reports do not).
+        channel = self._keys.wake(ref)
         watch = Watch(self, channel)
         with self._lock:
             watches = self._watches.setdefault(channel, set())

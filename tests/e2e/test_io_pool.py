@@ -8,15 +8,19 @@ Real processes: a private Redis, ``mcpq web``, ``mcpq worker`` (io) as the Procf
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
+import redis
 
 from ops.mcp_client import McpClient, text_of
 from ops.processes import wait_until
 from ops.stack import Stack
 from shared.logs import task_hash
+from shared.protocol import PROTOCOL_VERSION
 from shared.settings import DEFAULT_TOOLS
 from shared.store import task_ref
 from tests.support.stacks import LiveStack
@@ -122,3 +126,47 @@ def test_a_run_deaf_to_cancel_is_let_go_after_the_grace_and_its_slot_serves_agai
         assert time.monotonic() - sent < 5.0
         assert run_ended(solo, deaf, "abandoned") - sent < 3.0
     assert worker.popen.poll() is None  # the process was not killed
+
+
+def test_hundreds_of_waiting_synchronous_calls_hold_few_redis_connections(stack: Stack) -> None:
+    """300 synchronous calls wait at once on one web process (one gunicorn worker): none gets
+    503, and Redis sees far fewer connections than waiting calls (their waits share one)."""
+    probe = redis.Redis.from_url(stack.redis_url)
+    peak = 0
+
+    async def call(client: httpx.AsyncClient, i: int) -> int:
+        body = {
+            "jsonrpc": "2.0",
+            "id": i,
+            "method": "tools/call",
+            "params": {
+                "name": "slow_compute",
+                "arguments": {"seconds": 1.5},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
+            },
+        }
+        headers = {
+            "Accept": "application/json",
+            "MCP-Protocol-Version": PROTOCOL_VERSION,
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": "slow_compute",
+        }
+        reply = await client.post(stack.url(), json=body, headers=headers)
+        return reply.status_code
+
+    async def scenario() -> list[int]:
+        nonlocal peak
+        limits = httpx.Limits(max_connections=400)
+        async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+            calls = asyncio.gather(*(call(client, i) for i in range(300)))
+            while not calls.done():
+                peak = max(peak, int(probe.info("clients")["connected_clients"]))
+                await asyncio.sleep(0.1)
+            return await calls
+
+    statuses = asyncio.run(scenario())
+    assert statuses.count(200) == 300, {s: statuses.count(s) for s in set(statuses)}
+    assert peak < 200, f"{peak} Redis connections for 300 waiting calls"

@@ -8,6 +8,7 @@ import pytest
 from shared.errors import ToolError
 from shared.limits import json_bytes
 from shared.store import TaskStatus
+from tests.support.white_box import quiet_watch
 from workers.context import RunContext
 from workers.runner import _outcome
 
@@ -24,7 +25,7 @@ def test_an_oversized_result_ends_as_a_tool_error_naming_the_setting() -> None:
 
 def test_an_oversized_step_value_is_a_tool_error_and_is_not_stored(store, tasks) -> None:
     ref, gen = tasks.running()
-    ctx = RunContext(store, ref, gen, {}, 1.0, max_step_bytes=100)
+    ctx = RunContext(store, ref, gen, {}, 1.0, watch=quiet_watch(), max_step_bytes=100)
     assert ctx.step("small", lambda: [1, 2]) == [1, 2]
     with pytest.raises(ToolError, match="MCPQ_MAX_STEP_BYTES"):
         ctx.step("big", lambda: "y" * 1_000)
@@ -33,7 +34,7 @@ def test_an_oversized_step_value_is_a_tool_error_and_is_not_stored(store, tasks)
 
 def test_a_long_status_message_is_cut_and_marked(store, tasks) -> None:
     ref, gen = tasks.running()
-    ctx = RunContext(store, ref, gen, {}, 1.0, max_message_chars=20)
+    ctx = RunContext(store, ref, gen, {}, 1.0, watch=quiet_watch(), max_message_chars=20)
     ctx.report("z" * 500)
     record = store.record(ref)
     assert record is not None and record.message == "z" * 19 + "…"

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import orjson
+import redis
 
 from shared.store import Answered, Cancelled, Renewal, Reply, TaskStatus, TaskStore, task_ref
 from shared.store.calls import Claim, InputPoll, NewTask
@@ -285,25 +287,45 @@ def test_answer_with_only_unknown_keys_is_ignored(store, tasks) -> None:
     ref, _ = tasks.waiting("name")
     assert store.answer(ref, tasks.owner, {"bogus": 1}, 1_000).reply == "IGNORED"
     assert field(store, ref, "status") == "input_required"
-    assert store.redis.exists(store.keys.answers(ref), store.keys.wake(ref)) == 0
+    assert store.redis.exists(store.keys.answers(ref)) == 0
+
+
+@contextmanager
+def wakes(redis_client: redis.Redis, channel: str) -> Iterator[list[str]]:
+    """The wake-ups published on ``channel`` while the block runs (subscribed before it)."""
+    pubsub = redis_client.pubsub()
+    pubsub.subscribe(channel)
+    confirmed = pubsub.get_message(timeout=1.0)
+    assert confirmed is not None and confirmed["type"] == "subscribe"
+    seen: list[str] = []
+    try:
+        yield seen
+        while (message := pubsub.get_message(timeout=0.3)) is not None:
+            if message["type"] == "message":
+                seen.append(str(message["data"]))
+    finally:
+        pubsub.close()
 
 
 def test_answer_counts_only_outstanding_keys_and_partial_keeps_waiting(store, tasks) -> None:
     ref, _ = tasks.waiting("name", "age")
-    assert store.answer(ref, tasks.owner, {"name": "Ada", "bogus": 1}, 1_000).reply == "PARTIAL"
+    with wakes(store.redis, store.keys.wake(ref)) as woken:
+        reply = store.answer(ref, tasks.owner, {"name": "Ada", "bogus": 1}, 1_000).reply
+    assert reply == "PARTIAL"
     assert field(store, ref, "status") == "input_required"
     assert store.redis.hgetall(store.keys.answers(ref)) == {"name": '"Ada"'}
     assert list(store.redis.hkeys(store.keys.inputs(ref))) == ["age"]
-    assert store.redis.lrange(store.keys.wake(ref), 0, -1) == ["answer"]
+    assert woken == ["answer"]  # the run reads its answers so far
     assert store.answer(ref, tasks.owner, {"name": "Eve"}, 1_000).reply == "IGNORED"  # answered
     assert store.redis.hget(store.keys.answers(ref), "name") == '"Ada"'
 
 
 def test_the_last_answer_wakes_the_waiting_worker(store, tasks, redis_client) -> None:
     ref, _ = tasks.waiting("name", "age")
-    assert store.answer(ref, tasks.owner, {"name": "Ada", "age": 36}, 1_000).reply == "WOKEN"
+    with wakes(store.redis, store.keys.wake(ref)) as woken:
+        assert store.answer(ref, tasks.owner, {"name": "Ada", "age": 36}, 1_000).reply == "WOKEN"
     assert field(store, ref, "status") == "working"
-    assert store.wait_wake(ref, 1.0) == "answer"
+    assert woken == ["answer"]
     assert in_index(store, store.keys.unclaimed, ref) is None
 
 
@@ -394,11 +416,13 @@ def test_finish_after_cancel_is_terminal(store, tasks) -> None:
 # -- cancel ----------------------------------------------------------------------------------------
 def test_cancel_clears_inputs_and_wakes_the_worker(store, tasks, redis_client) -> None:
     ref, _ = tasks.waiting("name", sync=True)
-    assert store.cancel(ref, tasks.owner, "user gave up") == Cancelled(Reply.CANCELLED, True)
+    with wakes(store.redis, store.keys.wake(ref)) as woken:
+        cancelled = store.cancel(ref, tasks.owner, "user gave up")
+    assert cancelled == Cancelled(Reply.CANCELLED, True)
     record = store.record(ref)
     assert record is not None and (record.status, record.message) == ("cancelled", "user gave up")
     assert store.redis.exists(store.keys.inputs(ref)) == 0
-    assert store.wait_wake(ref, 1.0) == "cancel"
+    assert woken == ["cancel"]
     assert in_index(store, store.keys.leases, ref) is None
     assert store.claim(ref, 1_000) == Claim("TERMINAL")
 

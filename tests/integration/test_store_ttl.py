@@ -15,9 +15,6 @@ from shared.store import Cancelled, Due, Reply, task_ref
 from shared.store.calls import Claim
 from tests.support.procs import wait_until
 
-SIGNAL_MS = 600_000  # wake lists live at most 10 minutes (_prelude.lua)
-
-
 _NOW_AND_PTTL = """
 local t = redis.call('TIME')
 return {tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), redis.call('PTTL', KEYS[1])}
@@ -69,16 +66,13 @@ def test_keys_created_later_share_the_task_expiry(store, tasks, clock) -> None:
     assert_expires_at(store, store.keys.task(ref), at)
 
 
-def test_signal_lists_live_ten_minutes_at_most_and_never_outlive_the_task(store, tasks) -> None:
-    short, _ = tasks.waiting(ttl_ms=30_000, sync=True)
-    store.answer(short, tasks.owner, {"name": "x"}, 1_000)
-    at = expire_at(store, store.keys.task(short))
-    assert_expires_at(store, store.keys.wake(short), at)
-
-    long, _ = tasks.waiting(ttl_ms=3_600_000, sync=True)
-    store.cancel(long, tasks.owner)
-    key = store.keys.wake(long)
-    assert SIGNAL_MS - 5_000 < store.redis.pttl(key) <= SIGNAL_MS, key
+def test_wake_ups_leave_no_key_behind(store, tasks) -> None:
+    """An answer and a cancel wake the run on a channel: nothing is stored for it."""
+    ref, _ = tasks.waiting(ttl_ms=30_000, sync=True)
+    store.answer(ref, tasks.owner, {"name": "x"}, 1_000)
+    other, _ = tasks.waiting(ttl_ms=30_000, sync=True)
+    store.cancel(other, tasks.owner)
+    assert store.redis.exists(store.keys.wake(ref), store.keys.wake(other)) == 0
 
 
 @pytest.mark.keys_without_ttl
@@ -90,7 +84,6 @@ def test_an_unlimited_task_has_no_expiry(store, tasks, key_leak_checker) -> None
     assert store.redis.hget(store.keys.task(ref), "expire_at") is None
     assert store.redis.pttl(store.keys.inputs(ref)) == -1
     store.answer(ref, tasks.owner, {"name": "x"}, 1_000)
-    assert 0 < store.redis.pttl(store.keys.wake(ref)) <= SIGNAL_MS, "signals are bounded anyway"
     assert key_leak_checker.leaks() == [store.keys.task(ref), store.keys.answers(ref)]
 
 

@@ -90,7 +90,7 @@ def test_threads_waiting_on_their_tasks_share_one_connection(redis_process: Redi
     ready.wait()
     during = clients(redis_process) - before
     sent = time.monotonic()
-    publisher.publish(KEYS.events(task_ref("run-7")), "x")
+    publisher.publish(KEYS.wake(task_ref("run-7")), "answer")
     for thread in threads:
         thread.join()
     assert during <= 2, f"{during} connections for 300 waiting runs"

@@ -8,6 +8,7 @@ from typing import Any
 import redis
 
 from shared.store import Answered, Cancelled, Keys, NewTask, TaskStore, calls
+from shared.store.wakeups import Watch
 
 
 class WhiteBoxStore(TaskStore):
@@ -29,3 +30,14 @@ class WhiteBoxStore(TaskStore):
 
     def cancel(self, ref: str, owner: str, message: str = "Cancelled by client") -> Cancelled:
         return self.run(calls.cancel(self.keys, ref, owner, message))
+
+
+class _AlwaysConfirmed:
+    def confirmed(self, channel: str, timeout_s: float) -> bool:
+        return True
+
+
+def quiet_watch() -> Watch:
+    """A run's watch on which nothing ever happens (an answer or a cancel never comes): for
+    tests of a context's own behaviour. Its waits last their whole timeout."""
+    return Watch(_AlwaysConfirmed(), "quiet")  # type: ignore[arg-type]

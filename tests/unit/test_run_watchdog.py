@@ -16,6 +16,7 @@ import pytest
 from shared.settings import Settings
 from shared.store import Renewal, Reply, TaskStatus
 from shared.tools import Registry, ToolContext
+from tests.support.white_box import quiet_watch
 from workers.context import RunContext
 from workers.heartbeat import KeptRun, LeaseKeeper, Watchdog
 
@@ -38,16 +39,14 @@ class HealthyStore:
     def save_step(self, ref: str, gen: int, name: str, value: Any) -> tuple[Reply, Any]:
         return Reply.OK, value
 
-    def wait_wake(self, ref: str, timeout_s: float) -> None:
-        time.sleep(max(0.0, timeout_s))
-
     def renew_many(self, runs: list[tuple[str, int]], lease_ms: int) -> list[Renewal]:
         self.renewals += len(runs)
         return [Renewal(Reply.OK, TaskStatus.WORKING) for _ in runs]
 
 
 def context() -> RunContext:
-    return RunContext(HealthyStore(), "ref", 1, {}, hold_s=30.0)  # type: ignore[arg-type]
+    store = HealthyStore()
+    return RunContext(store, "ref", 1, {}, hold_s=30.0, watch=quiet_watch())  # type: ignore[arg-type]
 
 
 def test_busy_for_counts_the_tools_own_code_only() -> None:

@@ -10,13 +10,6 @@ local function expire_with_task(task_key, key)
   if at and at ~= '' then redis.call('PEXPIREAT', key, at) end
 end
 
--- Short-lived signalling keys (wake-up lists) never outlive 10 minutes, nor the task.
-local function arm_signal(task_key, key)
-  redis.call('PEXPIRE', key, 600000)
-  local at = redis.call('HGET', task_key, 'expire_at')
-  if at and at ~= '' and tonumber(at) < now + 600000 then redis.call('PEXPIREAT', key, at) end
-end
-
 -- The fence of every worker write: the task exists, runs generation `gen`, is not terminal.
 local function fence(task_key, gen)
   local cur = redis.call('HMGET', task_key, 'gen', 'status')

@@ -1,6 +1,6 @@
 -- answer (tasks/update): store answers for outstanding keys; others are ignored. When nothing
 -- is outstanding any more the task is working again, and its worker is woken or re-enqueued.
--- KEYS[1] task, KEYS[2] inputs, KEYS[3] answers, KEYS[4] wake list, KEYS[5] unclaimed zset,
+-- KEYS[1] task, KEYS[2] inputs, KEYS[3] answers, KEYS[4] wake channel, KEYS[5] unclaimed zset,
 -- KEYS[6] stats hash
 -- ARGV[1] owner, ARGV[2] ref, ARGV[3] unclaimed bound ms, ARGV[4..] key/answer pairs
 -- returns {'NOTFOUND' | 'IGNORED' | 'PARTIAL' | 'WOKEN'} or {'RESUME', tool, queue}
@@ -20,7 +20,8 @@ if applied == 0 then return {'IGNORED'} end
 expire_with_task(KEYS[1], KEYS[3])
 stat('inputs', -applied)
 redis.call('HSET', KEYS[1], 'updated_ms', now)
-redis.call('LPUSH', KEYS[4], 'answer'); arm_signal(KEYS[1], KEYS[4])
+-- Wake the run waiting for these answers (its process subscribes to the task's wake channel).
+redis.call('PUBLISH', KEYS[4], 'answer')
 if redis.call('HLEN', KEYS[2]) > 0 then publish(KEYS[1]); return {'PARTIAL'} end
 redis.call('HSET', KEYS[1], 'status', 'working')
 publish(KEYS[1])

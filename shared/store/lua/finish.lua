@@ -1,6 +1,6 @@
 -- finish: the run ends the task (completed with result, or failed with error). Fenced, so a
 -- late or duplicate worker can never overwrite `cancelled` or a newer run.
--- KEYS[1] task, KEYS[2] inputs, KEYS[3] wake, KEYS[4] leases, KEYS[5] unclaimed,
+-- KEYS[1] task, KEYS[2] inputs, KEYS[3] wake channel (unused), KEYS[4] leases, KEYS[5] unclaimed,
 -- KEYS[6] active zset, KEYS[7] expiry zset, KEYS[8] stats
 -- ARGV[1] ref, ARGV[2] gen, ARGV[3] status, ARGV[4] field, ARGV[5] payload,
 -- ARGV[6] statusMessage ('' keeps the current one)
@@ -12,7 +12,7 @@ stat('state:' .. before[1], -1); stat(ARGV[3] .. ':' .. before[2], 1)
 stat('inputs', -redis.call('HLEN', KEYS[2]))
 redis.call('HSET', KEYS[1], 'status', ARGV[3], ARGV[4], ARGV[5], 'updated_ms', now, 'lease', 0)
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'msg', ARGV[6]) end
-redis.call('DEL', KEYS[2], KEYS[3])
+redis.call('DEL', KEYS[2])
 publish(KEYS[1])
 redis.call('ZREM', KEYS[4], ARGV[1]); redis.call('ZREM', KEYS[5], ARGV[1])
 redis.call('ZREM', KEYS[6], ARGV[1]); redis.call('ZREM', KEYS[7], ARGV[1])
