@@ -1,0 +1,329 @@
+"""Throughput and latency of one deployment, measured with our own load generator:
+``python -m ops.bench.throughput``.
+
+Starts a private stack as the Procfile runs it (``ops.stack.Stack``: redis-server on a free
+loopback port, ``mcpq web`` with its default workers, ``mcpq worker`` with its default io pool)
+and drives a no-op tool (``slow_compute seconds=0``) over ``POST /mcp`` with an asyncio HTTP
+client (keep-alive connections, one per simulated client). Measures, in one run:
+
+- **created/s**, 20 clients creating tasks back to back for ``--seconds``;
+- **drained/s**: those tasks completed per second, from the first create to the last completion;
+- **completed/s**, 20 clients each creating a task and polling it (every 10 ms) to completion,
+  again and again;
+- **end to end**, 1 client: ``tools/call`` sent → ``completed`` seen, polling every 2 ms
+  (p50/p99 of ``--tasks`` tasks);
+- **tasks/get** p50/p99, 20 clients polling existing tasks;
+- **PSS** (not RSS: forked children share pages) of every web and worker process after the run;
+- **Redis commands per task** (counted with ``MONITOR``: every command, those inside scripts
+  included, and those clients sent) for ``--tasks`` tasks created, run and polled to the end,
+  one at a time.
+
+Prints a table; ``--json`` prints one JSON object. A smoke test runs it tiny in CI (correctness
+only: every phase completes, nothing fails).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import redis
+
+from ops.processes import wait_until
+from ops.stack import Stack
+from shared.protocol import PROTOCOL_VERSION, TASKS_EXTENSION
+from shared.settings import DEFAULT_TOOLS
+
+TOOL, ARGS = "slow_compute", {"seconds": 0}
+
+
+@dataclass
+class Result:
+    clients: int
+    created_per_s: float
+    drained_per_s: float
+    completed_per_s: float
+    e2e_p50_ms: float
+    e2e_p99_ms: float
+    get_p50_ms: float
+    get_p99_ms: float
+    pss_mib: float
+    redis_commands_per_task: float
+    client_commands_per_task: float
+    failures: int
+
+    def render(self) -> str:
+        return "\n".join(
+            [
+                f"mcpq, no-op tool, {self.clients} clients unless noted",
+                f"  created/s                 {self.created_per_s:9.1f}",
+                f"  drained/s (that backlog)  {self.drained_per_s:9.1f}",
+                f"  completed/s (create+poll) {self.completed_per_s:9.1f}",
+                f"  end to end, 1 client      p50 {self.e2e_p50_ms:6.2f} ms   "
+                f"p99 {self.e2e_p99_ms:6.2f} ms",
+                f"  tasks/get                 p50 {self.get_p50_ms:6.2f} ms   "
+                f"p99 {self.get_p99_ms:6.2f} ms",
+                f"  PSS of web + worker       {self.pss_mib:9.1f} MiB",
+                f"  Redis commands per task   {self.redis_commands_per_task:9.1f}",
+                f"  of them sent by clients   {self.client_commands_per_task:9.1f}",
+                f"  failed requests           {self.failures:9d}",
+            ]
+        )
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+class Load:
+    """The load generator's MCP calls (2026-07-28 wire, the Tasks extension declared)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.failures = 0
+        self._ids = 0
+
+    def _post(
+        self, method: str, params: dict[str, Any], name: str
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        self._ids += 1
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
+        }
+        body = {"jsonrpc": "2.0", "id": self._ids, "method": method}
+        body["params"] = {**params, "_meta": meta}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": PROTOCOL_VERSION,
+            "Mcp-Method": method,
+            "Mcp-Name": name,
+        }
+        return body, headers
+
+    async def call(
+        self, http: httpx.AsyncClient, method: str, params: dict[str, Any], name: str
+    ) -> dict[str, Any] | None:
+        body, headers = self._post(method, params, name)
+        try:
+            reply = await http.post(self.url, json=body, headers=headers)
+            result: dict[str, Any] | None = (
+                reply.json().get("result") if reply.status_code == 200 else None
+            )
+        except (httpx.HTTPError, ValueError):
+            result = None
+        if result is None:
+            self.failures += 1
+        return result
+
+    async def create(self, http: httpx.AsyncClient) -> str | None:
+        result = await self.call(http, "tools/call", {"name": TOOL, "arguments": ARGS}, TOOL)
+        return None if result is None else str(result["taskId"])
+
+    async def status(self, http: httpx.AsyncClient, task_id: str) -> str | None:
+        result = await self.call(http, "tasks/get", {"taskId": task_id}, task_id)
+        return None if result is None else str(result["status"])
+
+    async def until_done(self, http: httpx.AsyncClient, task_id: str, every_s: float) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if await self.status(http, task_id) in {"completed", "failed", "cancelled"}:
+                return
+            await asyncio.sleep(every_s)
+        self.failures += 1
+
+
+async def _phases(load: Load, clients: int, seconds: float, tasks: int) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=clients + 5, max_keepalive_connections=clients + 5)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as http:
+        await load.create(http)  # warm-up: imports, connections, script cache
+
+        created: list[str] = []
+        stop = time.monotonic() + seconds
+
+        async def creator() -> None:
+            while time.monotonic() < stop:
+                task_id = await load.create(http)
+                if task_id is not None:
+                    created.append(task_id)
+
+        started = time.monotonic()
+        await asyncio.gather(*(creator() for _ in range(clients)))
+        created_per_s = len(created) / (time.monotonic() - started)
+        for task_id in created[-clients:]:  # the last ones end last (first in, first out)
+            await load.until_done(http, task_id, 0.01)
+        drained_per_s = len(created) / (time.monotonic() - started)
+
+        done = 0
+        stop = time.monotonic() + seconds
+
+        async def cycler() -> None:
+            nonlocal done
+            while time.monotonic() < stop:
+                task_id = await load.create(http)
+                if task_id is not None:
+                    await load.until_done(http, task_id, 0.01)
+                    done += 1
+
+        started = time.monotonic()
+        await asyncio.gather(*(cycler() for _ in range(clients)))
+        completed_per_s = done / (time.monotonic() - started)
+
+        e2e: list[float] = []
+        for _ in range(tasks):
+            sent = time.perf_counter()
+            one = await load.create(http)
+            if one is not None:
+                await load.until_done(http, one, 0.002)
+                e2e.append((time.perf_counter() - sent) * 1000)
+
+        gets: list[float] = []
+        stop = time.monotonic() + seconds
+
+        async def poller(target: str) -> None:
+            while time.monotonic() < stop:
+                sent = time.perf_counter()
+                await load.status(http, target)
+                gets.append((time.perf_counter() - sent) * 1000)
+
+        await asyncio.gather(*(poller(created[i % len(created)]) for i in range(clients)))
+    return {
+        "created_per_s": created_per_s,
+        "drained_per_s": drained_per_s,
+        "completed_per_s": completed_per_s,
+        "e2e": e2e,
+        "gets": gets,
+    }
+
+
+async def _per_task_costs(load: Load, tasks: int, admin: redis.Redis) -> tuple[float, float]:
+    """Redis commands per task (create, run, one ``tasks/get``), counted with ``MONITOR``:
+    every command, those run inside scripts included; and those clients sent themselves."""
+    counts = {"all": 0, "clients": 0}
+    stop = threading.Event()
+    ready = threading.Event()
+
+    def monitor() -> None:
+        with admin.monitor() as listening:  # type: ignore[no-untyped-call]
+            ready.set()
+            for command in listening.listen():
+                if stop.is_set():
+                    return
+                counts["all"] += 1
+                if command.get("client_type") != "lua":
+                    counts["clients"] += 1
+
+    async with httpx.AsyncClient(timeout=30) as http:
+        await load.create(http)
+        await asyncio.sleep(0.5)
+        watcher = threading.Thread(target=monitor, daemon=True)
+        watcher.start()
+        ready.wait(5)
+        await asyncio.sleep(0.2)
+        counts.update(all=0, clients=0)
+        for _ in range(tasks):
+            task_id = await load.create(http)
+            if task_id is not None:
+                await load.until_done(http, task_id, 0.05)
+        await asyncio.sleep(0.2)
+        seen = dict(counts)
+        stop.set()
+        admin.ping()  # one more line, so the monitor sees `stop`
+    # NOTE: background work (worker heartbeats, the sweeper, lease renewals) is counted too;
+    # runs end within milliseconds here, so renewals barely appear.
+    return seen["all"] / tasks, seen["clients"] / tasks
+
+
+def pss_mib(pids: list[int]) -> float:
+    total_kib = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as rollup:
+                for line in rollup:
+                    if line.startswith("Pss:"):
+                        total_kib += int(line.split()[1])
+        except OSError:
+            continue
+    return total_kib / 1024
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            for task in Path(f"/proc/{current}/task").iterdir():
+                children = (task / "children").read_text().split()
+                todo.extend(int(child) for child in children)
+        except OSError:
+            continue
+    return found
+
+
+def run(clients: int, seconds: float, tasks: int, workdir: Path) -> Result:
+    stack = Stack("throughput", workdir, tools=DEFAULT_TOOLS)
+    stack.knobs.update(MCPQ_LOG_LEVEL="WARNING", WEB_CONCURRENCY="2")
+    try:
+        stack.start_redis()
+        stack.start_web()
+        worker = stack.spawn_pool("mcpq", "throughput", concurrency=None)
+        wait_until(lambda: stack.stats().workers, timeout=60, interval=0.2, message="a worker")
+        admin = redis.Redis.from_url(stack.redis_url, decode_responses=True)
+        load = Load(stack.url())
+        measured = asyncio.run(_phases(load, clients, seconds, tasks))
+        commands, sent = asyncio.run(_per_task_costs(load, tasks, admin))
+        pids = [p for child in [*stack.webs, worker] for p in process_tree(child.popen.pid)]
+        pss = pss_mib(pids)
+    finally:
+        stack.close()
+    e2e, gets = measured["e2e"] or [0.0], measured["gets"] or [0.0]
+    return Result(
+        clients,
+        measured["created_per_s"],
+        measured["drained_per_s"],
+        measured["completed_per_s"],
+        statistics.median(e2e),
+        percentile(e2e, 0.99),
+        statistics.median(gets),
+        percentile(gets, 0.99),
+        pss,
+        commands,
+        sent,
+        load.failures,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ops.bench.throughput", description=__doc__)
+    parser.add_argument("--clients", type=int, default=20, help="concurrent clients (20)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="per phase (5)")
+    parser.add_argument("--tasks", type=int, default=200, help="for latency and costs (200)")
+    parser.add_argument("--json", action="store_true", help="one JSON object")
+    args = parser.parse_args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="mcpq-bench-throughput-"))
+    try:
+        result = run(args.clients, args.seconds, args.tasks, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(json.dumps(asdict(result)) if args.json else result.render())
+    return 0 if result.failures == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""``python -m ops.bench.throughput``, tiny: every phase runs to the end against a real stack and
+reports sane numbers (correctness only: no timing is asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from ops.stack import REPO
+
+
+def test_the_throughput_benchmark_runs_every_phase() -> None:
+    argv = ["--clients", "3", "--seconds", "1", "--tasks", "10", "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "ops.bench.throughput", *argv],
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["failures"] == 0
+    assert result["clients"] == 3
+    for rate in ("created_per_s", "drained_per_s", "completed_per_s"):
+        assert result[rate] > 0, (rate, result)
+    assert 0 < result["e2e_p50_ms"] <= result["e2e_p99_ms"]
+    assert 0 < result["get_p50_ms"] <= result["get_p99_ms"]
+    assert result["pss_mib"] > 20  # every web and worker process was found
+    assert result["redis_commands_per_task"] >= result["client_commands_per_task"] > 0
