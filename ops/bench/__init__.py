@@ -2,6 +2,8 @@
 free loopback port, web, Celery workers; every process in its own group, stopped by pid), driven
 through ``ops.mcp_client.McpClient``.
 
+- ``python -m ops.bench.throughput``: created/s, completed/s, end-to-end and ``tasks/get``
+  latency, PSS of every server process and Redis commands per task, 1 and 20 clients.
 - ``python -m ops.bench.pools``: throughput of a worker pool with one worker process, then two.
 - ``python -m ops.bench.recovery --runs 5``: SIGKILL the worker running a task, N times; how long
   until another worker resumes it, and that nothing is lost or done twice.
