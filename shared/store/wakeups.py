@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import select
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -35,9 +37,6 @@ from shared.store.keys import Keys
 
 log = logging.getLogger("mcpq.store")
 
-LISTEN_SLICE_S = 0.05
-"""How long the listener blocks in one read before it applies new (un)subscriptions: the
-longest a new run waits for its subscription to be confirmed."""
 
 
 class Watch:
@@ -69,6 +68,9 @@ class Wakeups:
         self._to_subscribe: set[str] = set()
         self._to_unsubscribe: set[str] = set()
         self._work = threading.Event()
+        # A pipe that interrupts the listener's select(): (un)subscriptions apply at once.
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
         self._thread: threading.Thread | None = None
 
     @contextmanager
@@ -87,7 +89,7 @@ class Wakeups:
                 self._to_subscribe.add(channel)
             watches.add(watch)
             self._start()
-        self._work.set()
+        self._poke()
         try:
             yield watch
         finally:
@@ -98,7 +100,12 @@ class Wakeups:
                     self._confirmed.pop(channel, None)
                     self._to_subscribe.discard(channel)
                     self._to_unsubscribe.add(channel)
-            self._work.set()
+            self._poke()
+
+    def _poke(self) -> None:
+        self._work.set()
+        with contextlib.suppress(BlockingIOError):  # full: the listener is awake anyway
+            os.write(self._wake_w, b"x")
 
     def confirmed(self, channel: str, timeout_s: float) -> bool:
         with self._lock:
@@ -125,9 +132,17 @@ class Wakeups:
                     self._work.wait(1.0)
                     self._work.clear()
                     continue
-                message = pubsub.get_message(timeout=LISTEN_SLICE_S)
-                if message is not None:
+                # Whatever redis-py has buffered first: select() cannot see its buffer.
+                while (message := pubsub.get_message(timeout=0)) is not None:
                     self._deliver(message)
+                # Then sleep until Redis sends something or a run wants a (un)subscription:
+                # a new run must not wait for a time slice to be confirmed.
+                sock = pubsub.connection._sock if pubsub.connection is not None else None
+                if sock is None:
+                    continue
+                readable, _, _ = select.select([sock, self._wake_r], [], [], 1.0)
+                if self._wake_r in readable:
+                    os.read(self._wake_r, 4096)
             except Exception:  # Redis away: wake everyone (they read again), then reconnect
                 log.warning("wake-up listener lost Redis; resubscribing", exc_info=True)
                 self._wake_all()
