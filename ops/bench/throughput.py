@@ -43,8 +43,10 @@ import redis
 
 from ops.processes import wait_until
 from ops.stack import Stack
+from shared.logs import task_hash
 from shared.protocol import PROTOCOL_VERSION, TASKS_EXTENSION
 from shared.settings import DEFAULT_TOOLS
+from shared.store import Keys, task_ref
 
 TOOL, ARGS = "slow_compute", {"seconds": 0}
 
@@ -312,19 +314,115 @@ def run(clients: int, seconds: float, tasks: int, workdir: Path) -> Result:
     )
 
 
+@dataclass
+class Waiting:
+    runs: int
+    running_after_s: float
+    short_tool_s: float
+    cancel_max_s: float
+    worker_pss_mib: float
+    redis_clients: int
+
+    def render(self) -> str:
+        return "\n".join(
+            [
+                f"{self.runs} waiting runs (ctx.sleep) on one io worker process",
+                f"  all running after         {self.running_after_s:9.2f} s",
+                f"  a 0.3 s tool alongside    {self.short_tool_s:9.2f} s",
+                f"  cancel -> run ended, max  {self.cancel_max_s:9.2f} s (of 20)",
+                f"  worker PSS                {self.worker_pss_mib:9.1f} MiB",
+                f"  Redis clients             {self.redis_clients:9d}",
+            ]
+        )
+
+
+def waiting(runs: int, workdir: Path) -> Waiting:
+    """``runs`` tools waiting at once in one io worker process (threads), a short tool beside
+    them, and cancels of some of them."""
+    stack = Stack("waiting", workdir, tools=DEFAULT_TOOLS)
+    try:
+        stack.start_redis()
+        stack.start_web()
+        worker = stack.spawn_pool("mcpq", "waiting", concurrency=runs + 100)
+        wait_until(lambda: stack.stats().workers, timeout=60, interval=0.2, message="a worker")
+        admin = redis.Redis.from_url(stack.redis_url, decode_responses=True)
+        load = Load(stack.url())
+        leases = Keys().leases  # the stack runs with the default key prefix
+        ids, started_s, short_s = asyncio.run(_wait_many(load, runs, admin, leases))
+        cancels = asyncio.run(_cancel_some(load, ids[:20], worker))
+        pss = pss_mib(process_tree(worker.popen.pid))
+        clients = int(admin.info("clients")["connected_clients"])
+    finally:
+        stack.close()
+    return Waiting(runs, started_s, short_s, max(cancels), pss, clients)
+
+
+async def _wait_many(
+    load: Load, runs: int, admin: redis.Redis, leases: str
+) -> tuple[list[str], float, float]:
+    limits = httpx.Limits(max_connections=50)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as http:
+        gate = asyncio.Semaphore(50)
+
+        async def one() -> str | None:
+            async with gate:
+                params = {"name": TOOL, "arguments": {"seconds": 120}}
+                result = await load.call(http, "tools/call", params, TOOL)
+                return None if result is None else str(result["taskId"])
+
+        started = time.monotonic()
+        ids = [i for i in await asyncio.gather(*(one() for _ in range(runs))) if i]
+        while int(admin.zcard(leases)) < runs and time.monotonic() - started < 120:
+            await asyncio.sleep(0.1)
+        running_after = time.monotonic() - started
+        sent = time.monotonic()
+        params = {"name": TOOL, "arguments": {"seconds": 0.3}}
+        short = await load.call(http, "tools/call", params, TOOL)
+        if short is not None:
+            await load.until_done(http, str(short["taskId"]), 0.01)
+        return ids, running_after, time.monotonic() - sent
+
+
+async def _cancel_some(load: Load, ids: list[str], worker: Any) -> list[float]:
+    """Cancel each; how long until the worker logged the end of its run."""
+    took = []
+    async with httpx.AsyncClient(timeout=30) as http:
+        for task_id in ids:
+            needle = f'"task":"{task_hash(task_ref(task_id))}"'
+            sent = time.monotonic()
+            await load.call(http, "tasks/cancel", {"taskId": task_id}, task_id)
+            while time.monotonic() - sent < 10:
+                if any(
+                    needle in line and '"cancelled"' in line for line in worker.log().splitlines()
+                ):
+                    break
+                await asyncio.sleep(0.01)
+            took.append(time.monotonic() - sent)
+    return took
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.bench.throughput", description=__doc__)
     parser.add_argument("--clients", type=int, default=20, help="concurrent clients (20)")
     parser.add_argument("--seconds", type=float, default=5.0, help="per phase (5)")
     parser.add_argument("--tasks", type=int, default=200, help="for latency and costs (200)")
+    parser.add_argument(
+        "--waiting", type=int, default=1000, help="waiting runs on one worker (1000; 0: skip)"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object")
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="mcpq-bench-throughput-"))
     try:
         result = run(args.clients, args.seconds, args.tasks, workdir)
+        waited = waiting(args.waiting, workdir / "waiting") if args.waiting else None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(json.dumps(asdict(result)) if args.json else result.render())
+    if args.json:
+        print(json.dumps({**asdict(result), "waiting": asdict(waited) if waited else None}))
+    else:
+        print(result.render())
+        if waited is not None:
+            print(waited.render())
     return 0 if result.failures == 0 else 1
 
 

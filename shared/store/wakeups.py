@@ -38,7 +38,6 @@ from shared.store.keys import Keys
 log = logging.getLogger("mcpq.store")
 
 
-
 class Watch:
     """One run's view of its task's channel."""
 

@@ -11,7 +11,7 @@ from ops.stack import REPO
 
 
 def test_the_throughput_benchmark_runs_every_phase() -> None:
-    argv = ["--clients", "3", "--seconds", "1", "--tasks", "10", "--json"]
+    argv = ["--clients", "3", "--seconds", "1", "--tasks", "10", "--waiting", "30", "--json"]
     done = subprocess.run(
         [sys.executable, "-m", "ops.bench.throughput", *argv],
         cwd=str(REPO),
@@ -30,3 +30,8 @@ def test_the_throughput_benchmark_runs_every_phase() -> None:
     assert 0 < result["get_p50_ms"] <= result["get_p99_ms"]
     assert result["pss_mib"] > 20  # every web and worker process was found
     assert result["redis_commands_per_task"] >= result["client_commands_per_task"] > 0
+    waiting = result["waiting"]
+    assert waiting["runs"] == 30
+    assert waiting["short_tool_s"] > 0.3  # the short tool ran to its end beside them
+    assert 0 < waiting["cancel_max_s"] < 10  # every cancelled run was seen ending
+    assert waiting["worker_pss_mib"] > 20
