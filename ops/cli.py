@@ -150,6 +150,8 @@ def exec_environment(
         extra["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir(command, argv)
     if command == "worker" and "REMAP_SIGTERM" not in environ:
         extra["REMAP_SIGTERM"] = "SIGQUIT"
+    if command == "worker":
+        extra.update(commands.IO_POOL_ENV)  # read only by `--pool custom` (the io pool)
     return extra
 
 

@@ -49,7 +49,10 @@ def default_worker_hostname(queues: str, instance: str = "") -> str:
 #: mcpq's pool kinds and the Celery pool each runs (see ``workers.execution``): ``io`` runs
 #: each tool in a thread (tools that wait hold a thread, not a process; ``async def`` tools get
 #: an event loop of their own), ``cpu`` in a process of its own (prefork).
-CELERY_POOLS = {"io": "threads", "cpu": "prefork"}
+CELERY_POOLS = {"io": "custom", "cpu": "prefork"}
+#: The io pool's class (Celery's threads pool that survives a cold shutdown), named through
+#: Celery's ``CELERY_CUSTOM_WORKER_POOL`` for ``--pool custom``.
+IO_POOL_ENV = {"CELERY_CUSTOM_WORKER_POOL": "workers.pools:IoPool"}
 
 
 def worker_command(

@@ -251,18 +251,22 @@ class Stack:
         loglevel: str = "INFO",
         events: bool = True,
         ready: Callable[[], object] | None = None,
+        pool: str = "cpu",
         **env: str,
     ) -> Child:
-        """A Celery prefork worker (``celery worker`` itself, node ``<stack name><n>-<hex>``);
-        returns once ``ready()`` holds, by default once it logged `` ready.``."""
+        """A Celery worker (``celery worker`` itself, node ``<stack name><n>-<hex>``) of mcpq's
+        pool kind ``pool`` (``cpu``: prefork, ``io``: threads); returns once ``ready()`` holds,
+        by default once it logged `` ready.``."""
         node = f"{self.name}{next(self._nodes)}-{secrets.token_hex(3)}"
         argv = [
             sys.executable, "-m", "celery", "-A", commands.CELERY_APP, "worker",
-            "--pool", "prefork", "-c", str(concurrency), "-Q", queues,
+            "--pool", commands.CELERY_POOLS[pool], "-c", str(concurrency), "-Q", queues,
             *(["-E"] if events else []), "--loglevel", loglevel,
             "-n", f"{node}@%h", "--without-mingle", "--without-gossip",
         ]  # fmt: skip
-        child = self._spawn(self._numbered("worker"), argv, self.child_env(**env))
+        child = self._spawn(
+            self._numbered("worker"), argv, self.child_env(**commands.IO_POOL_ENV, **env)
+        )
         self.workers.append(child)
         return self.wait_ready(child, ready)
 

@@ -107,6 +107,15 @@ def _log_format(logger: logging.Logger, **_: Any) -> None:
     logging.getLogger("mcpq").setLevel(settings.log_level.upper())
 
 
+def hand_back_runs() -> None:
+    """The io pool stops (``workers.pools``): its runs are threads of this process; hand them
+    back and let go of them (a prefork child hands its own run back on SIGTERM)."""
+    if _deps is not None and _deps[0] == os.getpid():
+        handed = _deps[1].leases.hand_back_all()
+        if handed:
+            log.info("handed %d runs back", handed)
+
+
 @signals.worker_ready.connect
 def _start_sweeper(sender: Any = None, **_: Any) -> None:
     from workers.sweeper import start_sweeper

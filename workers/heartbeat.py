@@ -81,6 +81,21 @@ class LeaseKeeper:
         finally:
             self._drop(run)
 
+    def hand_back_all(self) -> int:
+        """The worker is shutting down: release every run this process holds, so other
+        workers take them at once instead of after their leases expire. (A thread pool's runs
+        live in the worker's main process; a prefork child hands its own run back.)"""
+        with self._lock:
+            runs = list(self._runs)
+            self._runs.clear()
+        for run in runs:
+            try:
+                self._store.release(run.ref, run.gen)
+            except Exception:  # the lease expires anyway; the sweeper then takes over
+                log.warning("could not hand back a run", exc_info=True)
+            run.terminate()  # an io run's job stops waiting for its tool thread
+        return len(runs)
+
     @property
     def runs(self) -> int:
         with self._lock:

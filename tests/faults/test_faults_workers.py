@@ -137,11 +137,14 @@ def test_step_side_effect_runs_once_across_a_kill(make_stack: MakeStack, tmp_pat
         assert stack.task_hash(ref)["runs"] == "2"
 
 
-def test_heroku_sigterm_hands_the_run_over_at_once(make_stack: MakeStack, tmp_path: Path) -> None:
+@pytest.mark.parametrize("pool", ["cpu", "io"])
+def test_heroku_sigterm_hands_the_run_over_at_once(
+    make_stack: MakeStack, tmp_path: Path, pool: str
+) -> None:
     # A 30 s lease: a takeover within a few seconds can only come from the hand-back.
     stack = make_stack(workers=0, env={"MCPQ_LEASE_S": "30"})
     for _ in range(2):
-        stack.start_worker(REMAP_SIGTERM="SIGQUIT")
+        stack.start_worker(REMAP_SIGTERM="SIGQUIT", pool=pool)
     effect = tmp_path / "effect.txt"
     with McpClient(stack.url(0)) as client:
         args = {"path": str(effect), "seconds": 4}

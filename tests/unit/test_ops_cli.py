@@ -48,7 +48,7 @@ def gunicorn(bind: str, workers: int) -> list[str]:
             "--bind", bind, "--workers", str(workers), "frontend.asgi:app"]  # fmt: skip
 
 
-def celery_worker(queues: str, concurrency: int, hostname: str, pool: str = "threads") -> list[str]:
+def celery_worker(queues: str, concurrency: int, hostname: str, pool: str = "custom") -> list[str]:
     return [PY, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool", pool, "-E",
             "--loglevel", "INFO", "-Q", queues, "-c", str(concurrency), "-n", hostname]  # fmt: skip
 
