@@ -95,15 +95,15 @@ class Stack:
         self._nodes = itertools.count(1)
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def start(self, *, webs: int = 1, workers: int = 1) -> Self:
-        """redis-server, then ``webs`` web processes, then ``workers`` Celery workers; on a
-        failure everything started so far is stopped again."""
+    def start(self, *, webs: int = 1, workers: int = 1, pool: str = "cpu") -> Self:
+        """redis-server, then ``webs`` web processes, then ``workers`` Celery workers of pool
+        kind ``pool``; on a failure everything started so far is stopped again."""
         try:
             self.start_redis()
             for _ in range(webs):
                 self.start_web()
             for _ in range(workers):
-                self.start_worker()
+                self.start_worker(pool=pool)
         except BaseException:
             self.abort()
             raise

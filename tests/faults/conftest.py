@@ -23,7 +23,8 @@ from tests.support.stacks import LiveStack
 
 @pytest.fixture
 def make_stack(tmp_path: Path) -> Iterator[MakeStack]:
-    """``make_stack(webs=1, workers=2, env={...}, aof=False)`` starts a private stack."""
+    """``make_stack(webs=1, workers=2, env={...}, aof=False, pool="cpu")`` starts a private
+    stack (``pool``: the workers' pool kind)."""
     made: list[LiveStack] = []
     # Other layers' session fixtures (the e2e stack) may have children alive: only new ones count.
     before = {p for p in descendant_pids(os.getpid()) if pid_alive(p)}
@@ -35,6 +36,7 @@ def make_stack(tmp_path: Path) -> Iterator[MakeStack]:
         env: dict[str, str] | None = None,
         aof: bool = False,
         name: str = "faults",
+        pool: str = "cpu",
     ) -> Stack:
         stack = LiveStack(
             name,
@@ -44,7 +46,7 @@ def make_stack(tmp_path: Path) -> Iterator[MakeStack]:
             redis_args=AOF_ARGS if aof else IN_MEMORY_ARGS,
         )
         made.append(stack)
-        stack.start(webs=webs, workers=workers)
+        stack.start(webs=webs, workers=workers, pool=pool)
         return stack
 
     yield make

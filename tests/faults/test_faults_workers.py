@@ -44,8 +44,9 @@ def _victim_and_survivor(stack: Stack, tool: str, ref: str) -> tuple[Child, Chil
     return victim, survivor
 
 
-def test_sigkill_of_a_whole_worker_mid_tool(make_stack: MakeStack) -> None:
-    stack = make_stack(workers=2, env=KILL_KNOBS)
+@pytest.mark.parametrize("pool", ["cpu", "io"])
+def test_sigkill_of_a_whole_worker_mid_tool(make_stack: MakeStack, pool: str) -> None:
+    stack = make_stack(workers=2, env=KILL_KNOBS, pool=pool)
     with McpClient(stack.url(0)) as client:
         task_id = client.create_task("slow_compute", {"seconds": 4, "label": "survivor"})["taskId"]
         ref = task_ref(task_id)
@@ -69,11 +70,12 @@ def test_sigkill_of_a_whole_worker_mid_tool(make_stack: MakeStack) -> None:
         )
 
 
+@pytest.mark.parametrize("pool", ["cpu", "io"])
 def test_sigkill_while_waiting_for_an_answer_asks_once(
-    make_stack: MakeStack, tmp_path: Path
+    make_stack: MakeStack, tmp_path: Path, pool: str
 ) -> None:
     # A long hold: the run keeps waiting in its slot (not parked) when its worker dies.
-    stack = make_stack(workers=2, env={**KILL_KNOBS, "MCPQ_INPUT_HOLD_S": "60"})
+    stack = make_stack(workers=2, env={**KILL_KNOBS, "MCPQ_INPUT_HOLD_S": "60"}, pool=pool)
     calls = tmp_path / "calls.txt"
     with McpClient(stack.url(0)) as client:
         task_id = client.create_task("ask_once", {"calls": str(calls), "label": "deploy"})["taskId"]
@@ -108,8 +110,11 @@ def test_sigkill_while_waiting_for_an_answer_asks_once(
             assert r.hkeys(KEYS.answers(ref)) == [key]
 
 
-def test_step_side_effect_runs_once_across_a_kill(make_stack: MakeStack, tmp_path: Path) -> None:
-    stack = make_stack(workers=2, env=KILL_KNOBS)
+@pytest.mark.parametrize("pool", ["cpu", "io"])
+def test_step_side_effect_runs_once_across_a_kill(
+    make_stack: MakeStack, tmp_path: Path, pool: str
+) -> None:
+    stack = make_stack(workers=2, env=KILL_KNOBS, pool=pool)
     effect, calls = tmp_path / "effect.txt", tmp_path / "calls.txt"
     args = {"path": str(effect), "seconds": 3, "calls": str(calls)}
     with McpClient(stack.url(0)) as client:
