@@ -2,7 +2,8 @@
 
 The session stack (``ops.stack.Stack``, as a ``tests.support.stacks.LiveStack``) is a private
 redis-server, two web replicas (A and B, one gunicorn/uvicorn worker each) sharing it, and one
-Celery prefork worker (concurrency 2) on the ``mcpq`` queue, started with the built-in tools plus
+Celery worker (concurrency 2; io, then cpu: every test runs on both pool kinds) on the ``mcpq``
+queue, started with the built-in tools plus
 ``tests.e2e.tools_fixture``. Tests talk to it with ``ops.mcp_client.McpClient``.
 """
 
@@ -20,10 +21,14 @@ from tests.support.stacks import LiveStack
 E2E_TOOLS = f"{DEFAULT_TOOLS},tests.e2e.tools_fixture"
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+@pytest.fixture(scope="session", params=["io", "cpu"])
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """The whole e2e layer runs twice: on an io worker (threads, the default) and on a cpu one
+    (prefork)."""
     running = LiveStack("e2e", tmp_path_factory.mktemp("e2e-stack"), tools=E2E_TOOLS)
-    running.start(webs=2, workers=1)
+    running.start(webs=2, workers=1, pool=request.param)
     yield running
     running.close()
 
