@@ -82,20 +82,23 @@ def test_concurrent_synchronous_calls_are_bounded(make_mcp: Callable[..., Mcp]) 
     assert async_to_sync(mcp.store.create, hidden(4), 30_000, tasks) is not None
 
 
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+BASE_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
 def test_a_legacy_session_gets_429_too(make_mcp: Callable[..., Mcp]) -> None:
     mcp = make_mcp(create_rate=0.1, create_burst=1)
     client: testing.TestClient = mcp.client
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
-    hdrs = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    init, hdrs = INITIALIZE, BASE_HEADERS
     opened = client.simulate_post("/mcp", json=init, headers=hdrs)
     sid = opened.headers["mcp-session-id"]
     hdrs = {**hdrs, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
@@ -119,17 +122,7 @@ def test_a_legacy_session_gets_429_too(make_mcp: Callable[..., Mcp]) -> None:
 def test_another_principal_cannot_use_a_legacy_session(make_mcp: Callable[..., Mcp]) -> None:
     mcp = make_mcp(auth=("apikey",))
     alice, bob = mcp.api_key("alice"), mcp.api_key("bob")
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
-    hdrs = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    init, hdrs = INITIALIZE, BASE_HEADERS
     opened = mcp.client.simulate_post(
         "/mcp", json=init, headers={**hdrs, "Authorization": f"Bearer {alice}"}
     )
