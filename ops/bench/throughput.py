@@ -18,6 +18,12 @@ client (keep-alive connections, one per simulated client). Measures, in one run:
   included, and those clients sent) for ``--tasks`` tasks created, run and polled to the end,
   one at a time.
 
+``--peer`` measures fastmcp-tasks 4.1.4 in the same run (FastMCP on Docket/Redis, the best
+operational peer; installed into a cached venv, ``.cache/peer-venv``): the same no-op tool, its
+server (with its embedded worker, concurrency 10) plus one dedicated worker, on a private Redis,
+driven by the same load generator (it speaks the same 2026-07-28 tasks wire); then prints
+mcpq/peer ratios.
+
 Prints a table; ``--json`` prints one JSON object. A smoke test runs it tiny in CI (correctness
 only: every phase completes, nothing fails).
 """
@@ -26,9 +32,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -41,7 +50,8 @@ from typing import Any
 import httpx
 import redis
 
-from ops.processes import wait_until
+from ops.children import REPO, Child
+from ops.processes import free_port, wait_until
 from ops.stack import Stack
 from shared.logs import task_hash
 from shared.protocol import PROTOCOL_VERSION, TASKS_EXTENSION
@@ -66,10 +76,10 @@ class Result:
     client_commands_per_task: float
     failures: int
 
-    def render(self) -> str:
+    def render(self, title: str = "mcpq") -> str:
         return "\n".join(
             [
-                f"mcpq, no-op tool, {self.clients} clients unless noted",
+                f"{title}, no-op tool, {self.clients} clients unless noted",
                 f"  created/s                 {self.created_per_s:9.1f}",
                 f"  drained/s (that backlog)  {self.drained_per_s:9.1f}",
                 f"  completed/s (create+poll) {self.completed_per_s:9.1f}",
@@ -282,6 +292,7 @@ def process_tree(pid: int) -> list[int]:
 
 
 def run(clients: int, seconds: float, tasks: int, workdir: Path) -> Result:
+    """mcpq as the Procfile runs it: ``mcpq web`` (2 gunicorn workers) + ``mcpq worker``."""
     stack = Stack("throughput", workdir, tools=DEFAULT_TOOLS)
     stack.knobs.update(MCPQ_LOG_LEVEL="WARNING", WEB_CONCURRENCY="2")
     try:
@@ -289,14 +300,20 @@ def run(clients: int, seconds: float, tasks: int, workdir: Path) -> Result:
         stack.start_web()
         worker = stack.spawn_pool("mcpq", "throughput", concurrency=None)
         wait_until(lambda: stack.stats().workers, timeout=60, interval=0.2, message="a worker")
-        admin = redis.Redis.from_url(stack.redis_url, decode_responses=True)
-        load = Load(stack.url())
-        measured = asyncio.run(_phases(load, clients, seconds, tasks))
-        commands, sent = asyncio.run(_per_task_costs(load, tasks, admin))
-        pids = [p for child in [*stack.webs, worker] for p in process_tree(child.popen.pid)]
-        pss = pss_mib(pids)
+        return _measure(stack, stack.url(), [*stack.webs, worker], clients, seconds, tasks)
     finally:
         stack.close()
+
+
+def _measure(
+    stack: Stack, url: str, servers: list[Child], clients: int, seconds: float, tasks: int
+) -> Result:
+    """Every phase against the server at ``url``; PSS of the ``servers`` process trees."""
+    admin = redis.Redis.from_url(stack.redis_url, decode_responses=True)
+    load = Load(url)
+    measured = asyncio.run(_phases(load, clients, seconds, tasks))
+    commands, sent = asyncio.run(_per_task_costs(load, tasks, admin))
+    pss = pss_mib([p for child in servers for p in process_tree(child.popen.pid)])
     e2e, gets = measured["e2e"] or [0.0], measured["gets"] or [0.0]
     return Result(
         clients,
@@ -312,6 +329,75 @@ def run(clients: int, seconds: float, tasks: int, workdir: Path) -> Result:
         sent,
         load.failures,
     )
+
+
+# -- the peer: fastmcp-tasks (FastMCP on Docket/Redis), the best operational peer ------------------
+PEER_VERSION = "4.1.4"
+PEER_VENV = REPO / ".cache" / "peer-venv"
+#: The same no-op tool on the peer, served the way its README deploys it: the server (whose
+#: tasks extension runs an embedded worker of concurrency 10) plus one dedicated worker.
+#: Written into the run's folder: it imports fastmcp, which mcpq does not depend on.
+PEER_SERVER = """\
+import asyncio
+import os
+
+from fastmcp import FastMCP
+from fastmcp_tasks import TasksExtension
+
+mcp = FastMCP("peer")
+mcp.add_extension(TasksExtension(url=os.environ["FASTMCP_DOCKET_URL"]))
+
+
+@mcp.tool(task=True)
+async def slow_compute(seconds: float, label: str = "result") -> str:
+    await asyncio.sleep(seconds)
+    return f"{label}: computed in {seconds:g}s"
+
+
+if __name__ == "__main__":
+    mcp.run(transport="http", host="127.0.0.1", port=int(os.environ["PORT"]), show_banner=False)
+"""
+
+
+def peer_python() -> Path:
+    """The Python of a cached venv with fastmcp-tasks installed (made on first use)."""
+    python = PEER_VENV / "bin" / "python"
+    probe = "import importlib.metadata as m; print(m.version('fastmcp-tasks'))"
+    if python.exists():
+        found = subprocess.run([str(python), "-c", probe], capture_output=True, text=True)
+        if found.stdout.strip() == PEER_VERSION:
+            return python
+    print(f"installing fastmcp-tasks {PEER_VERSION} into {PEER_VENV}", file=sys.stderr)
+    subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", f"fastmcp-tasks=={PEER_VERSION}"], check=True
+    )
+    return python
+
+
+def run_peer(clients: int, seconds: float, tasks: int, workdir: Path) -> Result:
+    python = peer_python()
+    stack = Stack("peer", workdir, tools=DEFAULT_TOOLS)
+    try:
+        stack.start_redis()
+        server_py = workdir / "peer_server.py"
+        server_py.write_text(PEER_SERVER)
+        port = free_port()
+        env = stack.child_env(FASTMCP_DOCKET_URL=stack.redis_url, PORT=str(port))
+        server = stack.spawn("peer-server", [str(python), str(server_py)], env)
+        worker_argv = [str(python), "-m", "fastmcp_tasks.worker_cli", "worker", str(server_py)]
+        worker = stack.spawn("peer-worker", worker_argv, env)
+        url = f"http://127.0.0.1:{port}/mcp"
+        wait_until(lambda: _listening(port), timeout=60, interval=0.2, message="the peer")
+        return _measure(stack, url, [server, worker], clients, seconds, tasks)
+    finally:
+        stack.close()
+
+
+def _listening(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+        return True
+    return False
 
 
 @dataclass
@@ -409,21 +495,64 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--waiting", type=int, default=1000, help="waiting runs on one worker (1000; 0: skip)"
     )
+    parser.add_argument(
+        "--peer",
+        action="store_true",
+        help=f"also measure fastmcp-tasks {PEER_VERSION} (installed into {PEER_VENV} on first use)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object")
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="mcpq-bench-throughput-"))
     try:
         result = run(args.clients, args.seconds, args.tasks, workdir)
+        peer = (
+            run_peer(args.clients, args.seconds, args.tasks, workdir / "peer")
+            if args.peer
+            else None
+        )
         waited = waiting(args.waiting, workdir / "waiting") if args.waiting else None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     if args.json:
-        print(json.dumps({**asdict(result), "waiting": asdict(waited) if waited else None}))
+        print(
+            json.dumps(
+                {
+                    **asdict(result),
+                    "peer": asdict(peer) if peer else None,
+                    "ratios": ratios(result, peer) if peer else None,
+                    "waiting": asdict(waited) if waited else None,
+                }
+            )
+        )
     else:
         print(result.render())
+        if peer is not None:
+            print(peer.render(f"fastmcp-tasks {PEER_VERSION}"))
+            print("mcpq / peer, same run (rates: higher is better; the rest: lower is better)")
+            for name, ratio in ratios(result, peer).items():
+                print(f"  {name:<26}{ratio:9.2f}x")
         if waited is not None:
             print(waited.render())
-    return 0 if result.failures == 0 else 1
+    failures = result.failures + (peer.failures if peer else 0)
+    return 0 if failures == 0 else 1
+
+
+RATIOS = (
+    "created_per_s",
+    "drained_per_s",
+    "completed_per_s",
+    "e2e_p50_ms",
+    "e2e_p99_ms",
+    "get_p50_ms",
+    "get_p99_ms",
+    "pss_mib",
+    "redis_commands_per_task",
+)
+
+
+def ratios(mine: Result, peer: Result) -> dict[str, float]:
+    ours, theirs = asdict(mine), asdict(peer)
+    return {key: round(ours[key] / theirs[key], 3) for key in RATIOS if theirs[key]}
 
 
 if __name__ == "__main__":
