@@ -3,8 +3,9 @@
 
 Starts a private stack as the Procfile runs it (``ops.stack.Stack``: redis-server on a free
 loopback port, ``mcpq web`` with its default workers, ``mcpq worker`` with its default io pool)
-and drives a no-op tool (``slow_compute seconds=0``) over ``POST /mcp`` with an asyncio HTTP
-client (keep-alive connections, one per simulated client). Measures, in one run:
+and drives a no-op tool (``slow_compute seconds=0``) over ``POST /mcp`` with asyncio HTTP
+clients (keep-alive connections, one per simulated client), spread over ``--procs`` processes
+so that the generator is not what limits the rates. Measures, in one run:
 
 - **created/s**, 20 clients creating tasks back to back for ``--seconds``;
 - **drained/s**: those tasks completed per second, from the first create to the last completion;
@@ -34,6 +35,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import shutil
 import socket
 import statistics
@@ -43,6 +45,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -159,67 +162,114 @@ class Load:
         self.failures += 1
 
 
-async def _phases(load: Load, clients: int, seconds: float, tasks: int) -> dict[str, Any]:
+async def _clients(
+    url: str, kind: str, clients: int, stop_at: float, targets: list[str]
+) -> dict[str, Any]:
+    """``clients`` concurrent clients of one load-generator process doing ``kind`` until
+    ``stop_at`` (wall clock): ``create`` back to back, ``cycle`` (create, then poll every
+    10 ms to the end) or ``get`` (poll ``targets``)."""
+    load = Load(url)
+    created: list[str] = []
+    gets: list[float] = []
+    done = 0
     limits = httpx.Limits(max_connections=clients + 5, max_keepalive_connections=clients + 5)
     async with httpx.AsyncClient(timeout=30, limits=limits) as http:
-        await load.create(http)  # warm-up: imports, connections, script cache
 
-        created: list[str] = []
-        stop = time.monotonic() + seconds
-
-        async def creator() -> None:
-            while time.monotonic() < stop:
-                task_id = await load.create(http)
-                if task_id is not None:
-                    created.append(task_id)
-
-        started = time.monotonic()
-        await asyncio.gather(*(creator() for _ in range(clients)))
-        created_per_s = len(created) / (time.monotonic() - started)
-        for task_id in created[-clients:]:  # the last ones end last (first in, first out)
-            await load.until_done(http, task_id, 0.01)
-        drained_per_s = len(created) / (time.monotonic() - started)
-
-        done = 0
-        stop = time.monotonic() + seconds
-
-        async def cycler() -> None:
+        async def one(i: int) -> None:
             nonlocal done
-            while time.monotonic() < stop:
-                task_id = await load.create(http)
-                if task_id is not None:
-                    await load.until_done(http, task_id, 0.01)
-                    done += 1
+            while time.time() < stop_at:
+                if kind == "create":
+                    if (task_id := await load.create(http)) is not None:
+                        created.append(task_id)
+                elif kind == "cycle":
+                    if (task_id := await load.create(http)) is not None:
+                        await load.until_done(http, task_id, 0.01)
+                        done += 1
+                else:
+                    sent = time.perf_counter()
+                    await load.status(http, targets[i % len(targets)])
+                    gets.append((time.perf_counter() - sent) * 1000)
 
-        started = time.monotonic()
-        await asyncio.gather(*(cycler() for _ in range(clients)))
-        completed_per_s = done / (time.monotonic() - started)
+        await asyncio.gather(*(one(i) for i in range(clients)))
+    return {"created": created, "done": done, "gets": gets, "failures": load.failures}
 
-        e2e: list[float] = []
+
+def _generator_process(
+    url: str, kind: str, clients: int, stop_at: float, targets: list[str]
+) -> dict[str, Any]:
+    return asyncio.run(_clients(url, kind, clients, stop_at, targets))
+
+
+def _spread(
+    pool: ProcessPoolExecutor,
+    procs: int,
+    url: str,
+    kind: str,
+    clients: int,
+    seconds: float,
+    targets: list[str] = [],  # noqa: B006 (never mutated)
+) -> dict[str, Any]:
+    """``clients`` spread over the generator's processes (one Python process alone, sharing the
+    machine with the servers, would be what limits the rates)."""
+    shares = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
+    stop_at = time.time() + seconds + 1.0  # every process starts before the clock runs
+    futures = [pool.submit(_generator_process, url, kind, n, stop_at, targets) for n in shares if n]
+    parts = [f.result() for f in futures]
+    return {
+        "created": [t for p in parts for t in p["created"]],
+        "done": sum(p["done"] for p in parts),
+        "gets": [ms for p in parts for ms in p["gets"]],
+        "failures": sum(p["failures"] for p in parts),
+    }
+
+
+def _phases(load: Load, clients: int, seconds: float, tasks: int, procs: int) -> dict[str, Any]:
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(procs, mp_context=context) as pool:
+        # Warm-up: the generator processes start, the server's connections and caches fill.
+        _spread(pool, procs, load.url, "create", procs, 0.0)
+        started = time.time()
+        created = _spread(pool, procs, load.url, "create", clients, seconds)
+        ids = created["created"]
+        created_per_s = len(ids) / (time.time() - started)
+        drained_per_s = asyncio.run(_drain(load, ids[-clients:], len(ids), started))
+        started = time.time()
+        cycled = _spread(pool, procs, load.url, "cycle", clients, seconds)
+        completed_per_s = cycled["done"] / (time.time() - started)
+        e2e = asyncio.run(_end_to_end(load, tasks))
+        polled = _spread(
+            pool, procs, load.url, "get", clients, seconds, ids[: clients * 4] or ["none"]
+        )
+    load.failures += created["failures"] + cycled["failures"] + polled["failures"]
+    return {
+        "created_per_s": created_per_s,
+        "drained_per_s": drained_per_s,
+        "completed_per_s": completed_per_s,
+        "e2e": e2e,
+        "gets": polled["gets"],
+    }
+
+
+async def _drain(load: Load, last: list[str], total: int, started: float) -> float:
+    """Tasks completed per second, from the first create to the last completion."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        for task_id in last:  # the last ones end last (first in, first out)
+            await load.until_done(http, task_id, 0.01)
+    return total / (time.time() - started)
+
+
+async def _end_to_end(load: Load, tasks: int) -> list[float]:
+    """One client: ``tools/call`` sent → ``completed`` seen, polling every 2 ms."""
+    e2e: list[float] = []
+    async with httpx.AsyncClient(timeout=30) as http:
+        await load.create(http)
         for _ in range(tasks):
             sent = time.perf_counter()
             one = await load.create(http)
             if one is not None:
                 await load.until_done(http, one, 0.002)
                 e2e.append((time.perf_counter() - sent) * 1000)
-
-        gets: list[float] = []
-        stop = time.monotonic() + seconds
-
-        async def poller(target: str) -> None:
-            while time.monotonic() < stop:
-                sent = time.perf_counter()
-                await load.status(http, target)
-                gets.append((time.perf_counter() - sent) * 1000)
-
-        await asyncio.gather(*(poller(created[i % len(created)]) for i in range(clients)))
-    return {
-        "created_per_s": created_per_s,
-        "drained_per_s": drained_per_s,
-        "completed_per_s": completed_per_s,
-        "e2e": e2e,
-        "gets": gets,
-    }
+    return e2e
 
 
 async def _per_task_costs(load: Load, tasks: int, admin: redis.Redis) -> tuple[float, float]:
@@ -291,7 +341,7 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
-def run(clients: int, seconds: float, tasks: int, workdir: Path) -> Result:
+def run(clients: int, seconds: float, tasks: int, procs: int, workdir: Path) -> Result:
     """mcpq as the Procfile runs it: ``mcpq web`` (2 gunicorn workers) + ``mcpq worker``."""
     stack = Stack("throughput", workdir, tools=DEFAULT_TOOLS)
     stack.knobs.update(MCPQ_LOG_LEVEL="WARNING", WEB_CONCURRENCY="2")
@@ -300,18 +350,24 @@ def run(clients: int, seconds: float, tasks: int, workdir: Path) -> Result:
         stack.start_web()
         worker = stack.spawn_pool("mcpq", "throughput", concurrency=None)
         wait_until(lambda: stack.stats().workers, timeout=60, interval=0.2, message="a worker")
-        return _measure(stack, stack.url(), [*stack.webs, worker], clients, seconds, tasks)
+        return _measure(stack, stack.url(), [*stack.webs, worker], clients, seconds, tasks, procs)
     finally:
         stack.close()
 
 
 def _measure(
-    stack: Stack, url: str, servers: list[Child], clients: int, seconds: float, tasks: int
+    stack: Stack,
+    url: str,
+    servers: list[Child],
+    clients: int,
+    seconds: float,
+    tasks: int,
+    procs: int,
 ) -> Result:
     """Every phase against the server at ``url``; PSS of the ``servers`` process trees."""
     admin = redis.Redis.from_url(stack.redis_url, decode_responses=True)
     load = Load(url)
-    measured = asyncio.run(_phases(load, clients, seconds, tasks))
+    measured = _phases(load, clients, seconds, tasks, procs)
     commands, sent = asyncio.run(_per_task_costs(load, tasks, admin))
     pss = pss_mib([p for child in servers for p in process_tree(child.popen.pid)])
     e2e, gets = measured["e2e"] or [0.0], measured["gets"] or [0.0]
@@ -375,7 +431,7 @@ def peer_python() -> Path:
     return python
 
 
-def run_peer(clients: int, seconds: float, tasks: int, workdir: Path) -> Result:
+def run_peer(clients: int, seconds: float, tasks: int, procs: int, workdir: Path) -> Result:
     python = peer_python()
     stack = Stack("peer", workdir, tools=DEFAULT_TOOLS)
     try:
@@ -389,7 +445,7 @@ def run_peer(clients: int, seconds: float, tasks: int, workdir: Path) -> Result:
         worker = stack.spawn("peer-worker", worker_argv, env)
         url = f"http://127.0.0.1:{port}/mcp"
         wait_until(lambda: _listening(port), timeout=60, interval=0.2, message="the peer")
-        return _measure(stack, url, [server, worker], clients, seconds, tasks)
+        return _measure(stack, url, [server, worker], clients, seconds, tasks, procs)
     finally:
         stack.close()
 
@@ -492,6 +548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=20, help="concurrent clients (20)")
     parser.add_argument("--seconds", type=float, default=5.0, help="per phase (5)")
     parser.add_argument("--tasks", type=int, default=200, help="for latency and costs (200)")
+    parser.add_argument("--procs", type=int, default=2, help="load-generator processes (2)")
     parser.add_argument(
         "--waiting", type=int, default=1000, help="waiting runs on one worker (1000; 0: skip)"
     )
@@ -504,9 +561,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="mcpq-bench-throughput-"))
     try:
-        result = run(args.clients, args.seconds, args.tasks, workdir)
+        result = run(args.clients, args.seconds, args.tasks, args.procs, workdir)
         peer = (
-            run_peer(args.clients, args.seconds, args.tasks, workdir / "peer")
+            run_peer(args.clients, args.seconds, args.tasks, args.procs, workdir / "peer")
             if args.peer
             else None
         )
