@@ -1,5 +1,6 @@
-"""``python -m ops.bench.throughput``, tiny: every phase runs to the end against a real stack and
-reports sane numbers (correctness only: no timing is asserted)."""
+"""``python -m ops.bench.throughput --peer``, tiny: every phase runs to the end against a real
+mcpq stack and against fastmcp-tasks (installed into ``.cache/peer-venv`` on first use), and
+reports sane numbers and their ratios (correctness only: no timing is asserted)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from ops.stack import REPO
 
 
 def test_the_throughput_benchmark_runs_every_phase() -> None:
-    argv = ["--clients", "3", "--seconds", "1", "--tasks", "10", "--waiting", "30", "--json"]
+    argv = ["--clients", "3", "--seconds", "1", "--tasks", "10", "--waiting", "30", "--peer"]
+    argv.append("--json")
     done = subprocess.run(
         [sys.executable, "-m", "ops.bench.throughput", *argv],
         cwd=str(REPO),
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=600,  # a first run installs the peer
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
@@ -30,6 +32,11 @@ def test_the_throughput_benchmark_runs_every_phase() -> None:
     assert 0 < result["get_p50_ms"] <= result["get_p99_ms"]
     assert result["pss_mib"] > 20  # every web and worker process was found
     assert result["redis_commands_per_task"] >= result["client_commands_per_task"] > 0
+    peer = result["peer"]
+    assert peer["failures"] == 0 and peer["clients"] == 3
+    assert peer["created_per_s"] > 0 and peer["completed_per_s"] > 0
+    assert peer["pss_mib"] > 20  # its server and its worker were found
+    assert set(result["ratios"]) >= {"created_per_s", "completed_per_s", "get_p99_ms", "pss_mib"}
     waiting = result["waiting"]
     assert waiting["runs"] == 30
     assert waiting["short_tool_s"] > 0.3  # the short tool ran to its end beside them
