@@ -8,9 +8,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from ops.stack import REPO
 
 
+@pytest.mark.timeout(660)  # a first run installs the peer into its venv
 def test_the_throughput_benchmark_runs_every_phase() -> None:
     argv = ["--clients", "3", "--seconds", "1", "--tasks", "10", "--waiting", "30", "--peer"]
     argv.append("--json")
