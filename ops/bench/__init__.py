@@ -11,6 +11,9 @@ through ``ops.mcp_client.McpClient``.
 - ``python -m ops.bench.principals``: another principal's ``tasks/get`` latency while one
   principal floods past its creation rate; Redis memory under maximum-size creates.
 
+The throughput benchmark's load generator and result are ``ops.bench.loadgen``, its peer
+``ops.bench.peer``, the PSS of process trees ``ops.bench.memory``.
+
 Their tools live in one tool module, ``ops.bench.bench_tools``, which their stacks load through
 ``MCPQ_TOOLS``; the benchmark modules themselves are never imported by the stack.
 """

@@ -1,0 +1,305 @@
+"""The benchmarks' load generator: MCP clients (2026-07-28 wire, the Tasks extension declared)
+on asyncio HTTP connections, spread over processes, and what one measuring run reports
+(``Result``, ``measure``). Used by ``ops.bench.throughput`` against mcpq and its peer."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import statistics
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import redis
+
+from ops.bench.memory import process_tree, pss_mib
+from ops.children import Child
+from ops.stack import Stack
+from shared.protocol import PROTOCOL_VERSION, TASKS_EXTENSION
+
+TOOL, ARGS = "slow_compute", {"seconds": 0}
+
+
+@dataclass
+class Result:
+    clients: int
+    created_per_s: float
+    drained_per_s: float
+    completed_per_s: float
+    e2e_p50_ms: float
+    e2e_p99_ms: float
+    get_p50_ms: float
+    get_p99_ms: float
+    pss_mib: float
+    redis_commands_per_task: float
+    client_commands_per_task: float
+    failures: int
+
+    def render(self, title: str = "mcpq") -> str:
+        return "\n".join(
+            [
+                f"{title}, no-op tool, {self.clients} clients unless noted",
+                f"  created/s                 {self.created_per_s:9.1f}",
+                f"  drained/s (that backlog)  {self.drained_per_s:9.1f}",
+                f"  completed/s (create+poll) {self.completed_per_s:9.1f}",
+                f"  end to end, 1 client      p50 {self.e2e_p50_ms:6.2f} ms   "
+                f"p99 {self.e2e_p99_ms:6.2f} ms",
+                f"  tasks/get                 p50 {self.get_p50_ms:6.2f} ms   "
+                f"p99 {self.get_p99_ms:6.2f} ms",
+                f"  PSS of web + worker       {self.pss_mib:9.1f} MiB",
+                f"  Redis commands per task   {self.redis_commands_per_task:9.1f}",
+                f"  of them sent by clients   {self.client_commands_per_task:9.1f}",
+                f"  failed requests           {self.failures:9d}",
+            ]
+        )
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+class Load:
+    """The load generator's MCP calls (2026-07-28 wire, the Tasks extension declared)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.failures = 0
+        self._ids = 0
+
+    def _post(
+        self, method: str, params: dict[str, Any], name: str
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        self._ids += 1
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
+        }
+        body = {"jsonrpc": "2.0", "id": self._ids, "method": method}
+        body["params"] = {**params, "_meta": meta}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": PROTOCOL_VERSION,
+            "Mcp-Method": method,
+            "Mcp-Name": name,
+        }
+        return body, headers
+
+    async def call(
+        self, http: httpx.AsyncClient, method: str, params: dict[str, Any], name: str
+    ) -> dict[str, Any] | None:
+        body, headers = self._post(method, params, name)
+        try:
+            reply = await http.post(self.url, json=body, headers=headers)
+            result: dict[str, Any] | None = (
+                reply.json().get("result") if reply.status_code == 200 else None
+            )
+        except (httpx.HTTPError, ValueError):
+            result = None
+        if result is None:
+            self.failures += 1
+        return result
+
+    async def create(self, http: httpx.AsyncClient) -> str | None:
+        result = await self.call(http, "tools/call", {"name": TOOL, "arguments": ARGS}, TOOL)
+        return None if result is None else str(result["taskId"])
+
+    async def status(self, http: httpx.AsyncClient, task_id: str) -> str | None:
+        result = await self.call(http, "tasks/get", {"taskId": task_id}, task_id)
+        return None if result is None else str(result["status"])
+
+    async def until_done(self, http: httpx.AsyncClient, task_id: str, every_s: float) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if await self.status(http, task_id) in {"completed", "failed", "cancelled"}:
+                return
+            await asyncio.sleep(every_s)
+        self.failures += 1
+
+
+async def _clients(
+    url: str, kind: str, clients: int, stop_at: float, targets: list[str]
+) -> dict[str, Any]:
+    """``clients`` concurrent clients of one load-generator process doing ``kind`` until
+    ``stop_at`` (wall clock): ``create`` back to back, ``cycle`` (create, then poll every
+    10 ms to the end) or ``get`` (poll ``targets``)."""
+    load = Load(url)
+    created: list[str] = []
+    gets: list[float] = []
+    done = 0
+    limits = httpx.Limits(max_connections=clients + 5, max_keepalive_connections=clients + 5)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as http:
+
+        async def one(i: int) -> None:
+            nonlocal done
+            while time.time() < stop_at:
+                if kind == "create":
+                    if (task_id := await load.create(http)) is not None:
+                        created.append(task_id)
+                elif kind == "cycle":
+                    if (task_id := await load.create(http)) is not None:
+                        await load.until_done(http, task_id, 0.01)
+                        done += 1
+                else:
+                    sent = time.perf_counter()
+                    await load.status(http, targets[i % len(targets)])
+                    gets.append((time.perf_counter() - sent) * 1000)
+
+        await asyncio.gather(*(one(i) for i in range(clients)))
+    return {"created": created, "done": done, "gets": gets, "failures": load.failures}
+
+
+def _generator_process(
+    url: str, kind: str, clients: int, stop_at: float, targets: list[str]
+) -> dict[str, Any]:
+    return asyncio.run(_clients(url, kind, clients, stop_at, targets))
+
+
+def _spread(
+    pool: ProcessPoolExecutor,
+    procs: int,
+    url: str,
+    kind: str,
+    clients: int,
+    seconds: float,
+    targets: list[str] = [],  # noqa: B006 (never mutated)
+) -> dict[str, Any]:
+    """``clients`` spread over the generator's processes (one Python process alone, sharing the
+    machine with the servers, would be what limits the rates)."""
+    shares = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
+    stop_at = time.time() + seconds + 1.0  # every process starts before the clock runs
+    futures = [pool.submit(_generator_process, url, kind, n, stop_at, targets) for n in shares if n]
+    parts = [f.result() for f in futures]
+    return {
+        "created": [t for p in parts for t in p["created"]],
+        "done": sum(p["done"] for p in parts),
+        "gets": [ms for p in parts for ms in p["gets"]],
+        "failures": sum(p["failures"] for p in parts),
+    }
+
+
+def phases(load: Load, clients: int, seconds: float, tasks: int, procs: int) -> dict[str, Any]:
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(procs, mp_context=context) as pool:
+        # Warm-up: the generator processes start, the server's connections and caches fill.
+        _spread(pool, procs, load.url, "create", procs, 0.0)
+        started = time.time()
+        created = _spread(pool, procs, load.url, "create", clients, seconds)
+        ids = created["created"]
+        created_per_s = len(ids) / (time.time() - started)
+        drained_per_s = asyncio.run(_drain(load, ids[-clients:], len(ids), started))
+        started = time.time()
+        cycled = _spread(pool, procs, load.url, "cycle", clients, seconds)
+        completed_per_s = cycled["done"] / (time.time() - started)
+        e2e = asyncio.run(_end_to_end(load, tasks))
+        polled = _spread(
+            pool, procs, load.url, "get", clients, seconds, ids[: clients * 4] or ["none"]
+        )
+    load.failures += created["failures"] + cycled["failures"] + polled["failures"]
+    return {
+        "created_per_s": created_per_s,
+        "drained_per_s": drained_per_s,
+        "completed_per_s": completed_per_s,
+        "e2e": e2e,
+        "gets": polled["gets"],
+    }
+
+
+async def _drain(load: Load, last: list[str], total: int, started: float) -> float:
+    """Tasks completed per second, from the first create to the last completion."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        for task_id in last:  # the last ones end last (first in, first out)
+            await load.until_done(http, task_id, 0.01)
+    return total / (time.time() - started)
+
+
+async def _end_to_end(load: Load, tasks: int) -> list[float]:
+    """One client: ``tools/call`` sent → ``completed`` seen, polling every 2 ms."""
+    e2e: list[float] = []
+    async with httpx.AsyncClient(timeout=30) as http:
+        await load.create(http)
+        for _ in range(tasks):
+            sent = time.perf_counter()
+            one = await load.create(http)
+            if one is not None:
+                await load.until_done(http, one, 0.002)
+                e2e.append((time.perf_counter() - sent) * 1000)
+    return e2e
+
+
+async def per_task_costs(load: Load, tasks: int, admin: redis.Redis) -> tuple[float, float]:
+    """Redis commands per task (create, run, one ``tasks/get``), counted with ``MONITOR``:
+    every command, those run inside scripts included; and those clients sent themselves."""
+    counts = {"all": 0, "clients": 0}
+    stop = threading.Event()
+    ready = threading.Event()
+
+    def monitor() -> None:
+        with admin.monitor() as listening:  # type: ignore[no-untyped-call]
+            ready.set()
+            for command in listening.listen():
+                if stop.is_set():
+                    return
+                counts["all"] += 1
+                if command.get("client_type") != "lua":
+                    counts["clients"] += 1
+
+    async with httpx.AsyncClient(timeout=30) as http:
+        await load.create(http)
+        await asyncio.sleep(0.5)
+        watcher = threading.Thread(target=monitor, daemon=True)
+        watcher.start()
+        ready.wait(5)
+        await asyncio.sleep(0.2)
+        counts.update(all=0, clients=0)
+        for _ in range(tasks):
+            task_id = await load.create(http)
+            if task_id is not None:
+                # A no-op run ends well within this: then one tasks/get reads it completed
+                # (polled again only if it has not, which costs what it costs).
+                await asyncio.sleep(0.3)
+                await load.until_done(http, task_id, 0.05)
+        await asyncio.sleep(0.2)
+        seen = dict(counts)
+        stop.set()
+        admin.ping()  # one more line, so the monitor sees `stop`
+    # NOTE: background work (worker heartbeats, the sweeper, lease renewals) is counted too;
+    # runs end within milliseconds here, so renewals barely appear.
+    return seen["all"] / tasks, seen["clients"] / tasks
+
+
+def measure(
+    stack: Stack,
+    url: str,
+    servers: list[Child],
+    clients: int,
+    seconds: float,
+    tasks: int,
+    procs: int,
+) -> Result:
+    """Every phase against the server at ``url``; PSS of the ``servers`` process trees."""
+    admin = redis.Redis.from_url(stack.redis_url, decode_responses=True)
+    load = Load(url)
+    measured = phases(load, clients, seconds, tasks, procs)
+    commands, sent = asyncio.run(per_task_costs(load, tasks, admin))
+    pss = pss_mib([p for child in servers for p in process_tree(child.popen.pid)])
+    e2e, gets = measured["e2e"] or [0.0], measured["gets"] or [0.0]
+    return Result(
+        clients,
+        measured["created_per_s"],
+        measured["drained_per_s"],
+        measured["completed_per_s"],
+        statistics.median(e2e),
+        percentile(e2e, 0.99),
+        statistics.median(gets),
+        percentile(gets, 0.99),
+        pss,
+        commands,
+        sent,
+        load.failures,
+    )
