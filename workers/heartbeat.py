@@ -96,11 +96,6 @@ class LeaseKeeper:
             run.terminate()  # an io run's job stops waiting for its tool thread
         return len(runs)
 
-    @property
-    def runs(self) -> int:
-        with self._lock:
-            return len(self._runs)
-
     def _drop(self, run: KeptRun) -> None:
         with self._lock:
             self._runs.discard(run)

@@ -263,10 +263,6 @@ class AsyncWakeups:
                 with contextlib.suppress(Exception):  # a broken connection is rebuilt anyway
                     await self._pubsub.unsubscribe(*gone)
 
-    @property
-    def channels(self) -> int:
-        return len(self._watches)
-
     async def aclose(self) -> None:
         if self._reader is not None:
             self._reader.cancel()
