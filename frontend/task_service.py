@@ -121,9 +121,17 @@ class TaskService:
         poll_ms = s.poll_interval_ms if sync else tool.poll_interval_ms or s.poll_interval_ms
         queue = tool.queue or s.default_queue
         task = NewTask(ref, tool.name, queue, owner, arguments, caps, ttl_ms, poll_ms, pre, sync)
+        run = Run(tool.name, ref, queue, request_id)
+        # The message goes out in the create's own script, unless the task is listed: then its
+        # listing must be in place before any run can report (see below).
+        message = None if listed_in is not None else await self.producer.message(run)
         try:
             created_ms = await self.store.create(
-                task, self._unclaimed_ms, self._admission(owner, sync, once)
+                task,
+                self._unclaimed_ms,
+                self._admission(owner, sync, once),
+                message,
+                int(s.requeue_unstarted_s * 1000),
             )
         except Refused as exc:
             if exc.limit == "replayed":
@@ -139,7 +147,8 @@ class TaskService:
             # first run on (nothing runs a task that was never enqueued, but for the sweeper's
             # re-send after MCPQ_UNCLAIMED_AFTER_S).
             await self.store.list_add(listed_in, ref, task_id, created_ms, ttl_ms)
-        await self.enqueue(Run(tool.name, ref, queue, request_id))
+        if message is None:
+            await self.enqueue(run)
         transition = {"task": task_hash(ref), "tool": tool.name, "transition": "created"}
         log.info("task created", extra=transition)
         return Created(task_id, ref, created_ms, ttl_ms, poll_ms)

@@ -63,12 +63,11 @@ def worker_command(
     instance: str = "",
     pool: str = "io",
 ) -> list[str]:
-    """A Celery worker of pool kind ``pool`` consuming `queues`, sending task events (Flower
-    needs them)."""
+    """A Celery worker of pool kind ``pool`` consuming `queues`. It sends task events when
+    Flower asks for them (or with ``MCPQ_TASK_EVENTS``): each is a Redis command per run."""
     return [
         sys.executable, "-m", "celery", "-A", CELERY_APP, "worker",
         "--pool", CELERY_POOLS[pool],
-        "-E",
         "--loglevel", "INFO",
         "-Q", queues,
         "-c", str(concurrency),

@@ -34,8 +34,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_reject_on_worker_lost": True,
         # One message reserved per pool slot: a long run does not hold others hostage.
         "worker_prefetch_multiplier": 1,
-        "worker_send_task_events": True,
-        "task_send_sent_event": True,
+        # Celery's task events cost a PUBLISH each (sent, received, started, succeeded): off
+        # unless asked for. Flower turns the workers' on when it starts (its enable_events);
+        # MCPQ_TASK_EVENTS=1 sends them from the start, "task-sent" from the web tier too.
+        "worker_send_task_events": settings.task_events,
+        "task_send_sent_event": settings.task_events,
         "task_default_queue": settings.default_queue,
         "task_create_missing_queues": True,
         "broker_connection_retry_on_startup": True,

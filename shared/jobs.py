@@ -20,7 +20,9 @@ REQUEST_ID_HEADER = "mcpq_request_id"
 class Sender(Protocol):
     """What of a Celery app sending a run needs: ``Celery.send_task``."""
 
-    def send_task(self, name: str, *, args: Any, task_id: str, queue: str, headers: Any) -> Any: ...
+    def send_task(
+        self, name: str, *, args: Any, task_id: str, queue: str, headers: Any, **options: Any
+    ) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -33,14 +35,25 @@ class Run:
     request_id: str = ""
 
 
-def send_run(sender: Sender, run: Run) -> None:
-    """Publish the message of ``run`` (blocking: the web tier calls this off its event loop)."""
+@dataclass(frozen=True)
+class Message:
+    """A run's message exactly as the broker's Redis list holds it (``key``: the list), for the
+    store to push in the same script that creates the task (``shared.store.calls.create``)."""
+
+    key: str
+    body: str
+
+
+def send_run(sender: Sender, run: Run, **options: Any) -> None:
+    """Publish the message of ``run`` (blocking: the web tier calls this off its event loop).
+    ``options``: Celery's publishing options."""
     sender.send_task(
         run.tool,
         args=[run.ref],
         task_id=run.ref,
         queue=run.queue,
         headers={REQUEST_ID_HEADER: run.request_id},
+        **options,
     )
 
 

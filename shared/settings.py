@@ -196,6 +196,7 @@ class Settings:
     dyno: str = field(default="", metadata={"env": "DYNO"})
     honcho_process_name: str = field(default="", metadata={"env": "HONCHO_PROCESS_NAME"})
     redis_server: str = field(default="", metadata={"env": "MCPQ_REDIS_SERVER"})
+    task_events: bool = field(default=False, metadata={"env": "MCPQ_TASK_EVENTS", "parse": _bool})
     redis_tls_verify: bool = field(
         default=True, metadata={"env": "MCPQ_REDIS_TLS_VERIFY", "parse": _bool}
     )

@@ -27,11 +27,15 @@ from shared.tools import Registry
 from workers import metrics
 from workers.heartbeat import LeaseKeeper
 from workers.runner import PARKED, RunControl, RunDeps, run_task
+from workers.transport import TRANSPORT
 
 log = logging.getLogger("mcpq.worker")
 settings = Settings.from_env()
 app = Celery("mcpq")
 app.conf.update(celery_config(settings))
+if settings.redis_url.startswith(("redis://", "rediss://", "unix://")):
+    # kombu's Redis transport without its Redis-side ack emulation (recovery is the store's).
+    app.conf.broker_transport = TRANSPORT
 registry = Registry.from_modules(settings.tools)
 
 _deps: tuple[int, RunDeps] | None = None

@@ -107,7 +107,7 @@ def _run(deps: RunDeps, ref: str, control: RunControl) -> str:
         message = f"Unknown tool on this worker: {record.tool}"
         store.finish(ref, gen, TaskStatus.FAILED, rpc_error(INTERNAL_ERROR, message), message)
         return TaskStatus.FAILED.value
-    # Subscribed for the whole run, before the tool reads anything it may wait on.
+    # The run's watch: it subscribes when the tool first waits (ctx.ask, ctx.sleep).
     with deps.wakeups.watch(ref) as watch:
         return _execute(deps, ref, record, gen, tool, control, watch)
 

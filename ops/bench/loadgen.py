@@ -9,6 +9,7 @@ import multiprocessing
 import statistics
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from ops.bench.memory import process_tree, pss_mib
 from ops.children import Child
 from ops.stack import Stack
 from shared.protocol import PROTOCOL_VERSION, TASKS_EXTENSION
+from shared.store import Keys
 
 TOOL, ARGS = "slow_compute", {"seconds": 0}
 
@@ -37,6 +39,9 @@ class Result:
     pss_mib: float
     redis_commands_per_task: float
     client_commands_per_task: float
+    round_trips_per_task: float
+    background_commands_per_s: float
+    commands_by_name: dict[str, float]
     failures: int
 
     def render(self, title: str = "mcpq") -> str:
@@ -53,6 +58,11 @@ class Result:
                 f"  PSS of web + worker       {self.pss_mib:9.1f} MiB",
                 f"  Redis commands per task   {self.redis_commands_per_task:9.1f}",
                 f"  of them sent by clients   {self.client_commands_per_task:9.1f}",
+                f"  round trips per task      {self.round_trips_per_task:9.1f}",
+                f"  (idle background: {self.background_commands_per_s:.0f} commands/s, "
+                "not counted)",
+                "  by command: "
+                + ", ".join(f"{name} {n:g}" for name, n in self.commands_by_name.items()),
                 f"  failed requests           {self.failures:9d}",
             ]
         )
@@ -232,45 +242,138 @@ async def _end_to_end(load: Load, tasks: int) -> list[float]:
     return e2e
 
 
-async def per_task_costs(load: Load, tasks: int, admin: redis.Redis) -> tuple[float, float]:
-    """Redis commands per task (create, run, one ``tasks/get``), counted with ``MONITOR``:
-    every command, those run inside scripts included; and those clients sent themselves."""
-    counts = {"all": 0, "clients": 0}
-    stop = threading.Event()
-    ready = threading.Event()
+@dataclass
+class Costs:
+    """Redis work per task (create, run to the end, one ``tasks/get``), from ``MONITOR``."""
 
-    def monitor() -> None:
-        with admin.monitor() as listening:  # type: ignore[no-untyped-call]
-            ready.set()
-            for command in listening.listen():
-                if stop.is_set():
-                    return
-                counts["all"] += 1
-                if command.get("client_type") != "lua":
-                    counts["clients"] += 1
+    commands: float  #: every command, those run inside scripts included
+    sent: float  #: commands clients sent
+    round_trips: float  #: of those, a MULTI ... EXEC block counted once
+    background_per_s: float  #: commands per second of an idle deployment (subtracted)
+    top: dict[str, float]  #: commands by name, per task
 
-    async with httpx.AsyncClient(timeout=30) as http:
-        await load.create(http)
-        await asyncio.sleep(0.5)
-        watcher = threading.Thread(target=monitor, daemon=True)
-        watcher.start()
+
+class _Monitor:
+    """Counts what ``MONITOR`` shows, but the admin connection's own commands, between two
+    markers (``ECHO``) the admin connection sends."""
+
+    def __init__(self, redis_url: str) -> None:
+        # One connection of its own, so its commands are known by address and left out.
+        self.admin = redis.Redis.from_url(
+            redis_url, decode_responses=True, single_connection_client=True
+        )
+        self.me = str(self.admin.client_info()["addr"])
+        self.names: Counter[str] = Counter()
+        self.sent = 0
+        self.round_trips = 0
+        self._open: set[str] = set()  # connections inside MULTI
+
+    def count(self, seconds: float | None, during: Any = None) -> None:
+        """Count until ``during()`` returns (or for ``seconds``)."""
+        self.names.clear()
+        self.sent = self.round_trips = 0
+        marker = f"mcpq-bench-{time.monotonic_ns()}"
+        ready = threading.Event()
+        done = threading.Event()
+
+        def watch() -> None:
+            counting = False
+            with self.admin.monitor() as listening:  # type: ignore[no-untyped-call]
+                ready.set()
+                for line in listening.listen():
+                    command, client = str(line.get("command", "")), str(line.get("client_address"))
+                    if command.endswith(marker):
+                        if counting:
+                            done.set()
+                            return
+                        counting = True
+                        continue
+                    if not counting or f"{client}:{line.get('client_port')}" == self.me:
+                        continue
+                    self._one(command, str(line.get("client_type")), client, line)
+
+        threading.Thread(target=watch, daemon=True).start()
         ready.wait(5)
-        await asyncio.sleep(0.2)
-        counts.update(all=0, clients=0)
-        for _ in range(tasks):
-            task_id = await load.create(http)
-            if task_id is not None:
-                # A no-op run ends well within this: then one tasks/get reads it completed
-                # (polled again only if it has not, which costs what it costs).
-                await asyncio.sleep(0.3)
-                await load.until_done(http, task_id, 0.05)
-        await asyncio.sleep(0.2)
-        seen = dict(counts)
-        stop.set()
-        admin.ping()  # one more line, so the monitor sees `stop`
-    # NOTE: background work (worker heartbeats, the sweeper, lease renewals) is counted too;
-    # runs end within milliseconds here, so renewals barely appear.
-    return seen["all"] / tasks, seen["clients"] / tasks
+        self.admin.echo(marker)
+        if during is None:
+            time.sleep(seconds or 0)
+        else:
+            during()
+        self.admin.echo(marker)
+        done.wait(30)
+
+    def _one(self, command: str, kind: str, client: str, line: dict[str, Any]) -> None:
+        name = command.split(" ", 1)[0].upper()
+        self.names[name] += 1
+        if kind == "lua":
+            return
+        self.sent += 1
+        conn = f"{client}:{line.get('client_port')}"
+        if name == "MULTI":
+            self._open.add(conn)
+            self.round_trips += 1
+        elif name == "EXEC":
+            self._open.discard(conn)
+        elif conn not in self._open:
+            self.round_trips += 1
+
+
+async def per_task_costs(load: Load, tasks: int, redis_url: str) -> Costs:
+    """Redis commands and round trips per task: ``tasks`` tasks created by 10 clients at once,
+    run to the end, then read once each (``tasks/get``). An idle deployment's background work
+    (heartbeats, the sweeper, the broker's polls) is measured first and subtracted, so the
+    numbers do not depend on how long the burst took."""
+    monitor = _Monitor(redis_url)
+    async with httpx.AsyncClient(timeout=30) as http:
+        await load.create(http)  # warm: connections and caches
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(monitor.count, 2.0)
+        idle = sum(monitor.names.values()) / 2.0
+        ids: list[str] = []
+
+        async def burst() -> None:
+            gate = asyncio.Semaphore(10)
+
+            async def one() -> None:
+                async with gate:
+                    if (task_id := await load.create(http)) is not None:
+                        ids.append(task_id)
+
+            await asyncio.gather(*(one() for _ in range(tasks)))
+            # The admin connection (not counted) waits for the runs to end; then one
+            # tasks/get per task, which must find it completed.
+            await _until_ended(monitor.admin)
+            for task_id in ids:
+                await load.until_done(http, task_id, 0.05)  # one tasks/get, or what it costs
+
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        await asyncio.to_thread(
+            monitor.count, None, lambda: asyncio.run_coroutine_threadsafe(burst(), loop).result()
+        )
+        took = time.monotonic() - started
+    n = max(1, len(ids))
+    background = idle * took
+    total = sum(monitor.names.values())
+    scale = max(0.0, total - background) / total if total else 0.0
+    return Costs(
+        commands=max(0.0, total - background) / n,
+        sent=monitor.sent * scale / n,
+        round_trips=monitor.round_trips * scale / n,
+        background_per_s=idle,
+        top={name: round(c / n, 2) for name, c in monitor.names.most_common(12)},
+    )
+
+
+async def _until_ended(admin: redis.Redis) -> None:
+    """Until mcpq's active index is empty (the peer has none: it gets a second)."""
+    active = Keys().active  # the benchmark's stacks use the default prefix
+    if not admin.exists(active):
+        await asyncio.sleep(1.0)
+        return
+    deadline = time.monotonic() + 60
+    while admin.zcard(active) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
 
 
 def measure(
@@ -283,10 +386,9 @@ def measure(
     procs: int,
 ) -> Result:
     """Every phase against the server at ``url``; PSS of the ``servers`` process trees."""
-    admin = redis.Redis.from_url(stack.redis_url, decode_responses=True)
     load = Load(url)
     measured = phases(load, clients, seconds, tasks, procs)
-    commands, sent = asyncio.run(per_task_costs(load, tasks, admin))
+    costs = asyncio.run(per_task_costs(load, tasks, stack.redis_url))
     pss = pss_mib([p for child in servers for p in process_tree(child.popen.pid)])
     e2e, gets = measured["e2e"] or [0.0], measured["gets"] or [0.0]
     return Result(
@@ -299,7 +401,10 @@ def measure(
         statistics.median(gets),
         percentile(gets, 0.99),
         pss,
-        commands,
-        sent,
+        costs.commands,
+        costs.sent,
+        costs.round_trips,
+        costs.background_per_s,
+        costs.top,
         load.failures,
     )

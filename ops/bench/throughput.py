@@ -218,6 +218,7 @@ RATIOS = (
     "get_p99_ms",
     "pss_mib",
     "redis_commands_per_task",
+    "round_trips_per_task",
 )
 
 

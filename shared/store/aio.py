@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 
 from shared import jsonutil
 from shared.errors import TaskNotFound
+from shared.jobs import Message
 from shared.store import apikeys, calls, listing, scripts, sessions, stats
 from shared.store.calls import Answered, Cancelled, NewTask, PipelineCall, ScriptCall
 from shared.store.errors import store_errors
@@ -58,12 +59,19 @@ class AsyncTaskStore:
 
     # -- the client's side of a task -------------------------------------------------------------
     async def create(
-        self, task: NewTask, unclaimed_ms: int, admit: calls.Admission | None = None
+        self,
+        task: NewTask,
+        unclaimed_ms: int,
+        admit: calls.Admission | None = None,
+        message: Message | None = None,
+        start_within_ms: int = 0,
     ) -> int | None:
-        """Persist a new task; its ``createdAt`` (ms), or ``None`` if the ref exists already.
-        Raises :class:`~shared.store.calls.Refused` when ``admit`` refuses it (quota, rate,
-        a replayed state): then nothing was written."""
-        return await self.run(calls.create(self._keys, task, unclaimed_ms, admit))
+        """Persist a new task (and push its run's ``message``, see :func:`calls.create`); its
+        ``createdAt`` (ms), or ``None`` if the ref exists already. Raises
+        :class:`~shared.store.calls.Refused` when ``admit`` refuses it (quota, rate, a replayed
+        state): then nothing was written, and nothing sent."""
+        call = calls.create(self._keys, task, unclaimed_ms, admit, message, start_within_ms)
+        return await self.run(call)
 
     async def mark_enqueued(self, ref: str, start_within_ms: int) -> bool:
         return await self.run(calls.mark_enqueued(self._keys, ref, start_within_ms))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from shared import jsonutil
+from shared.jobs import Message
 from shared.store.keys import Keys
 from shared.store.records import TaskRecord
 from shared.store.states import Reply, TaskStatus
@@ -170,10 +171,17 @@ def _parse_created(kind: str) -> Callable[[list[Any]], int | None]:
 
 
 def create(
-    k: Keys, t: NewTask, unclaimed_ms: int, admit: Admission | None = None
+    k: Keys,
+    t: NewTask,
+    unclaimed_ms: int,
+    admit: Admission | None = None,
+    message: Message | None = None,
+    start_within_ms: int = 0,
 ) -> ScriptCall[int | None]:
+    """``message``: the run's broker message, pushed in the same script (the broker is this
+    Redis); the run must then start within ``start_within_ms``. ``None``: the caller sends it
+    and calls :func:`mark_enqueued`."""
     fields = {
-        "tool": t.tool,
         "queue": t.queue,
         "owner": t.owner,
         "args": jsonutil.dumps(t.arguments),
@@ -187,10 +195,11 @@ def create(
     a = admit or Admission("-")
     keys = [k.task(t.ref), k.unclaimed, k.active, k.expiry]
     keys += [k.quota(a.principal_key, a.kind), k.bucket(a.principal_key)]
-    keys += [k.used_state(a.once or "-"), k.stats]
+    keys += [k.used_state(a.once or "-"), message.key if message else k.task(t.ref), k.stats]
     limits: list[str | int | float] = [a.max_open, repr(float(a.rate_per_s)), a.burst]
     limits.append(a.once_ttl_ms if a.once else 0)
-    argv: list[str | int | float] = [t.ref, ttl, unclaimed_ms, *limits, *_flatten(fields)]
+    send: list[str | int | float] = [message.body if message else "", start_within_ms, t.tool]
+    argv: list[str | int | float] = [t.ref, ttl, unclaimed_ms, *limits, *send, *_flatten(fields)]
     return ScriptCall("create", keys, argv, _parse_created(a.kind))
 
 

@@ -16,7 +16,8 @@ Schema (``<p>`` = ``{mcpq}``):
                                    expire_at, poll_ms, tool, queue, args, owner, caps, pre,
                                    sync, gen (fencing), lease (ms), parked, runs, sends
                                    (messages sent since the last claim), result, error,
-                                   reports (``ctx.report`` count), push (a channel)
+                                   reports (``ctx.report`` count), push (a channel),
+                                   answered (1 once the answers hash exists)
 ``<p>:t:<ref>:in``          hash   outstanding input requests: key -> request JSON
 ``<p>:t:<ref>:ans``         hash   delivered answers, kept for replay: key -> response JSON
 ``<p>:t:<ref>:steps``       hash   memoized ``ctx.step`` results: name -> JSON
@@ -39,7 +40,7 @@ Schema (``<p>`` = ``{mcpq}``):
 ``<p>:active``              zset   ref -> createdAt (ms) of every non-terminal task
 ``<p>:expiry``              zset   ref -> expire-at (ms) of non-terminal tasks with a TTL
 ``<p>:stats``               hash   counters: created|completed|failed|cancelled:<tool>;
-                                   gauges: state:working, state:input_required, parked,
+                                   gauges: state:input_required, parked,
                                    inputs (outstanding input requests)
 ``<p>:workers``             zset   worker node name -> last heartbeat (ms)
 ``<p>:q:<pk>:tasks``        zset   quota: ref -> createdAt of a principal's unfinished tasks

@@ -2,11 +2,13 @@
 
 Each script is one edge of the task state machine, one fenced worker write, or the release of
 a lock; its header documents its KEYS/ARGV/returns contract. ``_prelude.lua`` is prepended to
-each. Only the task store calls them.
+each, and ``_clock.lua`` (Redis's ``TIME`` as ``now``) to those that use ``now``. Only the task
+store calls them.
 """
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 
@@ -37,4 +39,8 @@ def source(name: str) -> str:
         raise KeyError(name)
     folder = resources.files("shared.store") / "lua"
     prelude = (folder / "_prelude.lua").read_text()
-    return prelude + "\n" + (folder / f"{name}.lua").read_text()
+    body = (folder / f"{name}.lua").read_text()
+    code = re.sub(r"--[^\n]*", "", body)  # comments may say "now" without needing the clock
+    if re.search(r"\bnow\b", code):
+        prelude = (folder / "_clock.lua").read_text() + prelude
+    return prelude + "\n" + body

@@ -54,10 +54,13 @@ def _parse_stats(queues: Sequence[str], replies: list[Any]) -> StatsSnapshot:
         kind, _, label = str(name).partition(":")
         if kind in totals:
             totals[kind][label] = int(raw)
-        elif kind == "state":
+        elif kind == "state" and label != "working":  # (a gauge older versions kept)
             # NOTE: gauges drift below zero when a task reaches its TTL unfinished (its key
             # vanishes without a transition); a negative count is never shown.
             states[label] = max(int(raw), 0)
+    # Not a gauge of its own (one command less on every create and finish): every unfinished
+    # task is working unless it is input_required.
+    states["working"] = max(int(unfinished) - states.get("input_required", 0), 0)
     return StatsSnapshot(
         totals=totals,
         states=states,

@@ -8,8 +8,9 @@ to the wake channel of every task a run of this process holds (``<task key>:wake
 ``answer.lua`` and ``cancel.lua`` publish on it in the same step as the change); each waiting run
 sleeps on a ``threading.Event`` of its own.
 
-Ordering (why no change is missed): a run subscribes when it starts (``watch``) and waits for
-the subscription to be confirmed (``Watch.ready``) before it reads the state it will wait on;
+Ordering (why no change is missed): a run subscribes when it first means to wait
+(``Watch.ready``, not at ``watch``: most runs never wait, and a subscription is two commands) and
+waits for the subscription to be confirmed before it reads the state it will wait on;
 a change published after the confirmation sets its event, and an event set before ``wait`` makes
 ``wait`` return at once. Callers always read the state again after a wake-up, so a spurious
 wake-up (several changes, or a reconnection, which wakes everyone) costs one read.
@@ -44,9 +45,14 @@ class Watch:
     def __init__(self, hub: Wakeups, channel: str) -> None:
         self._hub, self.channel = hub, channel
         self.changed = threading.Event()
+        self.subscribed = False
 
     def ready(self, timeout_s: float = 2.0) -> bool:
-        """Until the subscription is confirmed (changes after this wake the run)."""
+        """Subscribe (the first time), and wait until the subscription is confirmed: changes
+        after this wake the run. Call it before reading the state to wait on."""
+        if not self.subscribed:
+            self._hub.subscribe(self)
+            self.subscribed = True
         return self._hub.confirmed(self.channel, timeout_s)
 
     def wait(self, timeout_s: float) -> bool:
@@ -74,12 +80,19 @@ class Wakeups:
 
     @contextmanager
     def watch(self, ref: str) -> Iterator[Watch]:
-        """Subscribe for the duration of a run (several runs of one task in one process share
-        the subscription)."""
+        """A run's watch of its task; it subscribes at its first ``ready`` and unsubscribes
+        when the run ends (several runs of one task in one process share the subscription)."""
         # The wake channel, not the task's change channel: only an answer or a cancel wakes a
         # run (its own progress reports do not).
-        channel = self._keys.wake(ref)
-        watch = Watch(self, channel)
+        watch = Watch(self, self._keys.wake(ref))
+        try:
+            yield watch
+        finally:
+            if watch.subscribed:
+                self._unsubscribe(watch)
+
+    def subscribe(self, watch: Watch) -> None:
+        channel = watch.channel
         with self._lock:
             watches = self._watches.setdefault(channel, set())
             if not watches:
@@ -89,17 +102,18 @@ class Wakeups:
             watches.add(watch)
             self._start()
         self._poke()
-        try:
-            yield watch
-        finally:
-            with self._lock:
-                watches.discard(watch)
-                if not watches:
-                    del self._watches[channel]
-                    self._confirmed.pop(channel, None)
-                    self._to_subscribe.discard(channel)
-                    self._to_unsubscribe.add(channel)
-            self._poke()
+
+    def _unsubscribe(self, watch: Watch) -> None:
+        channel = watch.channel
+        with self._lock:
+            watches = self._watches.get(channel, set())
+            watches.discard(watch)
+            if not watches:
+                self._watches.pop(channel, None)
+                self._confirmed.pop(channel, None)
+                self._to_subscribe.discard(channel)
+                self._to_unsubscribe.add(channel)
+        self._poke()
 
     def _poke(self) -> None:
         self._work.set()

@@ -97,3 +97,22 @@ def test_threads_waiting_on_their_tasks_share_one_connection(redis_process: Redi
     assert list(woke) == [7]
     assert woke[7] - sent < 0.5
     assert hub.watching == 0  # every run unsubscribed when it ended
+
+
+def test_a_run_subscribes_only_when_it_first_waits(redis_process: RedisProcess) -> None:
+    settings = Settings(redis_url=redis_process.url)
+    hub = Wakeups(sync_client(settings), KEYS)
+    publisher = redis.Redis.from_url(redis_process.url)
+    channel = KEYS.wake(task_ref("lazy"))
+    with hub.watch(task_ref("lazy")) as watch:
+        # A run that never waits costs no SUBSCRIBE (and no UNSUBSCRIBE)
+        assert hub.watching == 0
+        assert publisher.pubsub_numsub(channel) == [(channel.encode(), 0)]
+        # Its first wait subscribes, confirmed before it returns
+        assert watch.ready()
+        assert hub.watching == 1
+        assert publisher.pubsub_numsub(channel) == [(channel.encode(), 1)]
+        assert watch.ready()  # again: the same subscription
+        publisher.publish(channel, "answer")
+        assert watch.wait(2.0)
+    assert hub.watching == 0

@@ -7,6 +7,7 @@ from typing import Any
 
 import redis
 
+from shared.jobs import Message
 from shared.store import Answered, Cancelled, Keys, NewTask, TaskStore, calls
 from shared.store.wakeups import Watch
 
@@ -21,9 +22,16 @@ class WhiteBoxStore(TaskStore):
         self.redis, self.keys = client, keys
 
     def create(
-        self, task: NewTask, unclaimed_ms: int, admit: calls.Admission | None = None
+        self,
+        task: NewTask,
+        unclaimed_ms: int,
+        admit: calls.Admission | None = None,
+        message: Message | None = None,
+        start_within_ms: int = 0,
     ) -> int | None:
-        return self.run(calls.create(self.keys, task, unclaimed_ms, admit))
+        return self.run(
+            calls.create(self.keys, task, unclaimed_ms, admit, message, start_within_ms)
+        )
 
     def answer(self, ref: str, owner: str, answers: dict[str, Any], unclaimed_ms: int) -> Answered:
         return self.run(calls.answer(self.keys, ref, owner, answers, unclaimed_ms))
@@ -33,6 +41,9 @@ class WhiteBoxStore(TaskStore):
 
 
 class _AlwaysConfirmed:
+    def subscribe(self, watch: Watch) -> None:
+        pass
+
     def confirmed(self, channel: str, timeout_s: float) -> bool:
         return True
 

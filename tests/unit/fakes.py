@@ -282,6 +282,10 @@ class FakeProducer:
     on_enqueue: Callable[[str, str, str], Awaitable[None]] | None = None
     fail: bool = False
 
+    async def message(self, run: Run) -> None:
+        """Like a producer on a broker other than the store's Redis: the run is published."""
+        return None
+
     async def enqueue(self, run: Run) -> None:
         persisted = bool(self.peek.exists(self.keys.task(run.ref)))
         self.calls.append(("enqueue", run.tool, run.ref, run.queue, persisted))

@@ -6,6 +6,7 @@ from dataclasses import fields
 
 import pytest
 
+from shared.celery_config import celery_config
 from shared.settings import Settings
 
 
@@ -89,3 +90,11 @@ def test_every_field_has_one_unique_variable() -> None:
 def test_settings_are_immutable() -> None:
     with pytest.raises(AttributeError):
         Settings().port = 1  # type: ignore[misc]
+
+
+def test_celery_task_events_are_off_unless_asked_for() -> None:
+    # Flower turns workers' events on when it starts; each is a PUBLISH per run otherwise.
+    quiet = celery_config(Settings.from_env({}))
+    assert (quiet["worker_send_task_events"], quiet["task_send_sent_event"]) == (False, False)
+    loud = celery_config(Settings.from_env({"MCPQ_TASK_EVENTS": "true"}))
+    assert (loud["worker_send_task_events"], loud["task_send_sent_event"]) == (True, True)

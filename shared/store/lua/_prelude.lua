@@ -1,7 +1,5 @@
--- Prepended to every script by shared/store/scripts.py. Time comes from Redis itself, so every
--- process (web replicas, workers on other hosts) shares one clock for leases and timestamps.
-local _t = redis.call('TIME')
-local now = tonumber(_t[1]) * 1000 + math.floor(tonumber(_t[2]) / 1000)
+-- Prepended to every script by shared/store/scripts.py (and _clock.lua before it, to a script
+-- that uses `now`).
 local TERMINAL = {completed = true, failed = true, cancelled = true}
 
 -- Every key of a task expires with the task hash (ttlMs counted from createdAt).

@@ -19,13 +19,14 @@ end
 if applied == 0 then return {'IGNORED'} end
 expire_with_task(KEYS[1], KEYS[3])
 stat('inputs', -applied)
-redis.call('HSET', KEYS[1], 'updated_ms', now)
+-- `answered`: the answers hash exists (claim.lua reads it only then).
+redis.call('HSET', KEYS[1], 'updated_ms', now, 'answered', 1)
 -- Wake the run waiting for these answers (its process subscribes to the task's wake channel).
 redis.call('PUBLISH', KEYS[4], 'answer')
 if redis.call('HLEN', KEYS[2]) > 0 then publish(KEYS[1]); return {'PARTIAL'} end
 redis.call('HSET', KEYS[1], 'status', 'working')
 publish(KEYS[1])
-stat('state:input_required', -1); stat('state:working', 1)
+stat('state:input_required', -1)
 -- A parked task has no run to wake: it goes back on the unclaimed watch list here, in the
 -- same step, so a web process that dies before enqueueing it is covered by the sweeper.
 if cur[3] == '1' then

@@ -8,7 +8,8 @@ if not cur[1] or cur[1] ~= ARGV[1] then return {'NOTFOUND'} end
 if TERMINAL[cur[2]] then return {'TERMINAL'} end
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'msg', ARGV[3], 'updated_ms', now,
            'parked', 0)
-stat('state:' .. cur[2], -1); stat('cancelled:' .. cur[4], 1)
+if cur[2] == 'input_required' then stat('state:input_required', -1) end
+stat('cancelled:' .. cur[4], 1)
 if cur[5] == '1' then stat('parked', -1) end
 stat('inputs', -redis.call('HLEN', KEYS[2]))
 -- Outstanding requests go in the same step as the status: a tasks/update racing this cancel

@@ -3,11 +3,11 @@
 -- ARGV[1] ref, ARGV[2] lease ms
 -- returns {'OK', gen, {task field/value...}, {answer key/value...}}
 --      or {'GONE'|'TERMINAL'|'BUSY'|'PARKED'}
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local cur = redis.call('HMGET', KEYS[1], 'status', 'lease', 'parked', 'gen', 'runs', 'answered')
+if not cur[1] then
   redis.call('ZREM', KEYS[3], ARGV[1]); redis.call('ZREM', KEYS[4], ARGV[1])
   return {'GONE'}
 end
-local cur = redis.call('HMGET', KEYS[1], 'status', 'lease', 'parked')
 if TERMINAL[cur[1]] then
   redis.call('ZREM', KEYS[3], ARGV[1]); redis.call('ZREM', KEYS[4], ARGV[1])
   return {'TERMINAL'}
@@ -16,11 +16,14 @@ end
 -- the first start): this one must not start. A parked task waits for answers, not a worker.
 if tonumber(cur[2]) > now then return {'BUSY'} end
 if cur[3] == '1' then return {'PARKED'} end
--- The new generation fences every earlier run: their writes now answer SUPERSEDED.
-local gen = redis.call('HINCRBY', KEYS[1], 'gen', 1)
+-- The new generation fences every earlier run: their writes now answer SUPERSEDED. (Written
+-- with the lease in one HSET: this script is atomic, so read-then-write cannot race.)
+local gen = tonumber(cur[4]) + 1
 local lease = now + tonumber(ARGV[2])
-redis.call('HSET', KEYS[1], 'lease', lease, 'sends', 0)
-redis.call('HINCRBY', KEYS[1], 'runs', 1)
+redis.call('HSET', KEYS[1], 'gen', gen, 'lease', lease, 'sends', 0, 'runs', tonumber(cur[5]) + 1)
 redis.call('ZADD', KEYS[3], lease, ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
-return {'OK', tostring(gen), redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}
+-- Answers delivered so far (a resumed run replays them); only a task that ever got one has any.
+local answers = {}
+if cur[6] == '1' then answers = redis.call('HGETALL', KEYS[2]) end
+return {'OK', tostring(gen), redis.call('HGETALL', KEYS[1]), answers}

@@ -1,11 +1,14 @@
 -- create: a new task in state `working`, unless the id exists (SET NX semantics), admitted by
--- the principal's quotas and, for a task-creating requestState, its single use.
+-- the principal's quotas and, for a task-creating requestState, its single use; and, when the
+-- broker is this Redis, its run's message pushed onto the broker's queue in the same step.
 -- KEYS[1] task hash, KEYS[2] unclaimed zset, KEYS[3] active zset, KEYS[4] expiry zset,
 -- KEYS[5] the principal's quota zset (unfinished tasks, or sync calls), KEYS[6] its token
--- bucket, KEYS[7] the used-state marker, KEYS[8] stats hash
+-- bucket, KEYS[7] the used-state marker, KEYS[8] the broker's queue list, KEYS[9] stats hash
 -- ARGV[1] ref, ARGV[2] ttl_ms ('' = unlimited), ARGV[3] unclaimed bound ms,
 -- ARGV[4] quota limit (0 = none), ARGV[5] tokens per second (0 = no rate limit), ARGV[6] burst,
--- ARGV[7] used-state TTL ms (0 = no single-use state), ARGV[8..] field/value
+-- ARGV[7] used-state TTL ms (0 = no single-use state), ARGV[8] the run's broker message
+-- ('' = the caller publishes it), ARGV[9] ms to start it once sent, ARGV[10] tool,
+-- ARGV[11..] field/value
 -- returns {1, created_ms} | {0} when the task exists already | {'REPLAYED'} |
 --         {'QUOTA', retry_ms} | {'RATE', retry_ms}
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end
@@ -38,13 +41,26 @@ if rate > 0 then
   redis.call('PEXPIRE', KEYS[6], math.ceil(burst * 1000 / rate) + 1000)
 end
 if once_ms > 0 then redis.call('SET', KEYS[7], '1', 'PX', once_ms) end
+-- The run must be enqueued within the unclaimed bound (the sweeper does it otherwise); once its
+-- message is out, started within ARGV[9] (see mark_enqueued.lua: this is its first send).
+local start_by, sends = now + tonumber(ARGV[3]), 0
+if ARGV[8] ~= '' then
+  -- Atomic with the create: no window in which the task exists and its run was never sent,
+  -- and no second round trip. The message is exactly what kombu's Redis transport would push
+  -- (built by Celery itself on the web tier); a worker may pop it before this reply is read,
+  -- which is fine: the task is written before the script returns, and scripts are atomic.
+  redis.call('LPUSH', KEYS[8], ARGV[8])
+  start_by, sends = now + tonumber(ARGV[9]), 1
+end
 local fields = {'status', 'working', 'created_ms', now, 'updated_ms', now, 'gen', 0,
-                'lease', 0, 'parked', 0, 'runs', 0}
-for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
+                'lease', 0, 'parked', 0, 'runs', 0, 'sends', sends, 'tool', ARGV[10]}
+if ARGV[2] ~= '' then
+  fields[#fields + 1] = 'expire_at'; fields[#fields + 1] = now + tonumber(ARGV[2])
+end
+for i = 11, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
 if ARGV[2] ~= '' then
   local at = now + tonumber(ARGV[2])
-  redis.call('HSET', KEYS[1], 'expire_at', at)
   redis.call('PEXPIREAT', KEYS[1], at)
   redis.call('ZADD', KEYS[4], at, ARGV[1])
 end
@@ -54,8 +70,8 @@ if limit > 0 then
   -- create is undercounted by it (lenient, never wrongly refused).
   redis.call('PEXPIRE', KEYS[5], 7 * 86400000)
 end
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[1])
-stat('created:' .. redis.call('HGET', KEYS[1], 'tool'), 1)
-stat('state:working', 1)
+redis.call('ZADD', KEYS[2], start_by, ARGV[1])
+-- (No `state:working` gauge: working = unfinished (the active index) - input_required.)
+stat('created:' .. ARGV[10], 1)
 redis.call('ZADD', KEYS[3], now, ARGV[1])
 return {1, now}

@@ -22,7 +22,7 @@ if added > 0 then
   expire_with_task(KEYS[1], KEYS[2])
   stat('inputs', added)
   if redis.call('HGET', KEYS[1], 'status') ~= 'input_required' then
-    stat('state:working', -1); stat('state:input_required', 1)
+    stat('state:input_required', 1)
   end
   redis.call('HSET', KEYS[1], 'status', 'input_required', 'updated_ms', now)
   publish(KEYS[1])

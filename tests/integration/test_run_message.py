@@ -1,0 +1,94 @@
+"""The run's message built on the web tier for the create script to push: exactly what Celery
+would send on the Redis broker, and consumed by kombu like any other."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from typing import Any
+
+import redis
+from kombu import Connection, Consumer, Queue
+
+from frontend.producer import CeleryProducer
+from ops.redis_binary import RedisProcess
+from shared.jobs import REQUEST_ID_HEADER, Run, read_run
+from shared.settings import Settings
+from workers.transport import TRANSPORT
+
+
+def test_the_message_is_celerys_own_and_is_not_sent(redis_process: RedisProcess) -> None:
+    producer = CeleryProducer(Settings(redis_url=redis_process.url, default_queue="msg-q"))
+    client = redis.Redis.from_url(redis_process.url)
+    run = Run("slow_compute", "ab" * 16, "msg-q", "req-1")
+    message = asyncio.run(producer.message(run))
+    assert message is not None and message.key == "msg-q"
+    # Nothing was pushed: the store pushes it, with the create.
+    assert client.llen("msg-q") == 0
+    raw = json.loads(message.body)
+    headers = raw["headers"]
+    assert (headers["task"], headers["id"], headers[REQUEST_ID_HEADER]) == (
+        "slow_compute",
+        run.ref,
+        "req-1",
+    )
+    assert raw["content-type"] == "application/json"  # never pickle
+    args, kwargs, _ = json.loads(base64.b64decode(raw["body"]))
+    assert read_run(headers["task"], args, headers, "msg-q") == run and kwargs == {}
+
+
+def test_a_pushed_message_is_consumed_by_the_workers_transport(
+    redis_process: RedisProcess,
+) -> None:
+    producer = CeleryProducer(Settings(redis_url=redis_process.url, default_queue="msg-q2"))
+    run = Run("echo", "cd" * 16, "msg-q2")
+    message = asyncio.run(producer.message(run))
+    assert message is not None
+    client = redis.Redis.from_url(redis_process.url)
+    client.lpush(message.key, message.body)  # what create.lua does
+    got: list[object] = []
+    with Connection(redis_process.url, transport=TRANSPORT) as conn:
+        queue = Queue("msg-q2")
+        with Consumer(conn, [queue], accept=["json"], callbacks=[lambda b, m: got.append(m)]):
+            conn.drain_events(timeout=5)
+        assert len(got) == 1
+        received: Any = got[0]
+        assert received.headers["id"] == run.ref
+        # Taken and not acked: kombu's own transport would hold it in its `unacked` hash now;
+        # the workers' transport keeps no such bookkeeping in Redis (the store recovers runs).
+        assert not client.exists("unacked", "unacked_index")
+        # Rejected with requeue (a prefork child died): back at the head of its queue.
+        received.reject(requeue=True)
+        assert client.llen("msg-q2") == 1
+        got.clear()
+        with Consumer(conn, [queue], accept=["json"], callbacks=[lambda b, m: got.append(m)]):
+            conn.drain_events(timeout=5)
+        again: Any = got[0]
+        assert again.headers["id"] == run.ref and again.delivery_info["redelivered"]
+        again.ack()
+    assert client.llen("msg-q2") == 0
+
+
+def test_the_transport_pushes_unstarted_messages_back_when_it_closes(
+    redis_process: RedisProcess,
+) -> None:
+    client = redis.Redis.from_url(redis_process.url)
+    producer = CeleryProducer(Settings(redis_url=redis_process.url, default_queue="msg-q3"))
+    message = asyncio.run(producer.message(Run("echo", "ef" * 16, "msg-q3")))
+    assert message is not None
+    client.lpush(message.key, message.body)
+    got: list[object] = []
+    with Connection(redis_process.url, transport=TRANSPORT) as conn:
+        queue = Queue("msg-q3")
+        with Consumer(conn, [queue], accept=["json"], callbacks=[lambda b, m: got.append(m)]):
+            conn.drain_events(timeout=5)
+        assert len(got) == 1 and client.llen("msg-q3") == 0
+    # Closed with the message taken and never acked (a worker's warm shutdown): it went back.
+    assert client.llen("msg-q3") == 1
+
+
+def test_with_task_events_runs_are_published_by_celery(redis_process: RedisProcess) -> None:
+    # MCPQ_TASK_EVENTS: Celery publishes the run itself, so its task-sent event goes out too.
+    settings = Settings(redis_url=redis_process.url, task_events=True)
+    assert asyncio.run(CeleryProducer(settings).message(Run("echo", "01" * 16, "q"))) is None
