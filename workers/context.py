@@ -111,7 +111,8 @@ class RunContext:
     def sleep(self, seconds: float) -> None:
         with self._inside():
             deadline = time.monotonic() + seconds
-            self._ready()
+            if seconds > 0:  # a wait: subscribed before the state is read (sleep(0) only checks)
+                self._ready()
             self._check()
             while (left := deadline - time.monotonic()) > 0:
                 self._wait(min(left, self._hold_s))

@@ -16,14 +16,17 @@ from typing import Any
 
 import httpx
 import redis
+import uvloop
 
 from ops.bench.memory import process_tree, pss_mib
+from ops.bench.rawhttp import HttpError, RawClient
 from ops.children import Child
 from ops.stack import Stack
 from shared.protocol import PROTOCOL_VERSION, TASKS_EXTENSION
 from shared.store import Keys
 
 TOOL, ARGS = "slow_compute", {"seconds": 0}
+Http = httpx.AsyncClient | RawClient  # the benchmark's own client, or httpx where it is no load
 
 
 @dataclass
@@ -101,7 +104,7 @@ class Load:
         return body, headers
 
     async def call(
-        self, http: httpx.AsyncClient, method: str, params: dict[str, Any], name: str
+        self, http: Http, method: str, params: dict[str, Any], name: str
     ) -> dict[str, Any] | None:
         body, headers = self._post(method, params, name)
         try:
@@ -109,21 +112,21 @@ class Load:
             result: dict[str, Any] | None = (
                 reply.json().get("result") if reply.status_code == 200 else None
             )
-        except (httpx.HTTPError, ValueError):
+        except (httpx.HTTPError, HttpError, OSError, asyncio.IncompleteReadError, ValueError):
             result = None
         if result is None:
             self.failures += 1
         return result
 
-    async def create(self, http: httpx.AsyncClient) -> str | None:
+    async def create(self, http: Http) -> str | None:
         result = await self.call(http, "tools/call", {"name": TOOL, "arguments": ARGS}, TOOL)
         return None if result is None else str(result["taskId"])
 
-    async def status(self, http: httpx.AsyncClient, task_id: str) -> str | None:
+    async def status(self, http: Http, task_id: str) -> str | None:
         result = await self.call(http, "tasks/get", {"taskId": task_id}, task_id)
         return None if result is None else str(result["status"])
 
-    async def until_done(self, http: httpx.AsyncClient, task_id: str, every_s: float) -> None:
+    async def until_done(self, http: Http, task_id: str, every_s: float) -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if await self.status(http, task_id) in {"completed", "failed", "cancelled"}:
@@ -142,11 +145,10 @@ async def _clients(
     created: list[str] = []
     gets: list[float] = []
     done = 0
-    limits = httpx.Limits(max_connections=clients + 5, max_keepalive_connections=clients + 5)
-    async with httpx.AsyncClient(timeout=30, limits=limits) as http:
 
-        async def one(i: int) -> None:
-            nonlocal done
+    async def one(i: int) -> None:
+        nonlocal done
+        async with RawClient(url) as http:  # one connection per client
             while time.time() < stop_at:
                 if kind == "create":
                     if (task_id := await load.create(http)) is not None:
@@ -160,13 +162,14 @@ async def _clients(
                     await load.status(http, targets[i % len(targets)])
                     gets.append((time.perf_counter() - sent) * 1000)
 
-        await asyncio.gather(*(one(i) for i in range(clients)))
+    await asyncio.gather(*(one(i) for i in range(clients)))
     return {"created": created, "done": done, "gets": gets, "failures": load.failures}
 
 
 def _generator_process(
     url: str, kind: str, clients: int, stop_at: float, targets: list[str]
 ) -> dict[str, Any]:
+    uvloop.install()  # the generator's own loop as light as the servers'
     return asyncio.run(_clients(url, kind, clients, stop_at, targets))
 
 
@@ -222,7 +225,7 @@ def phases(load: Load, clients: int, seconds: float, tasks: int, procs: int) -> 
 
 async def _drain(load: Load, last: list[str], total: int, started: float) -> float:
     """Tasks completed per second, from the first create to the last completion."""
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with RawClient(load.url) as http:
         for task_id in last:  # the last ones end last (first in, first out)
             await load.until_done(http, task_id, 0.01)
     return total / (time.time() - started)
@@ -231,7 +234,7 @@ async def _drain(load: Load, last: list[str], total: int, started: float) -> flo
 async def _end_to_end(load: Load, tasks: int) -> list[float]:
     """One client: ``tools/call`` sent → ``completed`` seen, polling every 2 ms."""
     e2e: list[float] = []
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with RawClient(load.url) as http:
         await load.create(http)
         for _ in range(tasks):
             sent = time.perf_counter()
@@ -324,22 +327,23 @@ async def per_task_costs(load: Load, tasks: int, redis_url: str) -> Costs:
     (heartbeats, the sweeper, the broker's polls) is measured first and subtracted, so the
     numbers do not depend on how long the burst took."""
     monitor = _Monitor(redis_url)
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with RawClient(load.url) as http:
         await load.create(http)  # warm: connections and caches
         await asyncio.sleep(1.0)
         await asyncio.to_thread(monitor.count, 2.0)
         idle = sum(monitor.names.values()) / 2.0
         ids: list[str] = []
 
-        async def burst() -> None:
-            gate = asyncio.Semaphore(10)
-
-            async def one() -> None:
-                async with gate:
-                    if (task_id := await load.create(http)) is not None:
+        async def creator(left: list[int]) -> None:
+            async with RawClient(load.url) as own:
+                while left[0] > 0:
+                    left[0] -= 1
+                    if (task_id := await load.create(own)) is not None:
                         ids.append(task_id)
 
-            await asyncio.gather(*(one() for _ in range(tasks)))
+        async def burst() -> None:
+            left = [tasks]
+            await asyncio.gather(*(creator(left) for _ in range(10)))
             # The admin connection (not counted) waits for the runs to end; then one
             # tasks/get per task, which must find it completed.
             await _until_ended(monitor.admin)
