@@ -46,14 +46,20 @@ def on_starting(server: Any) -> None:
     problem = web_problem(_settings, [bind_host(b) for b in server.cfg.bind])
     if problem:
         raise SystemExit(f"mcpq web: {problem}")
+    # The app's modules (Falcon, Celery, kombu, redis-py, pydantic, jsonschema, cryptography …)
+    # are imported once here, in the master: forked workers share those pages instead of each
+    # holding its own copy. Nothing is built here (no client, pool or thread: `preload_app` stays
+    # off and each worker creates the app after fork), so nothing crosses the fork.
+    import frontend.app  # noqa: F401
 
 
 def post_fork(server: Any, worker: Any) -> None:
     """Runs in each worker right after fork.
 
     Placeholder: reset anything inherited from the master that must not be shared across
-    processes (Redis connection pools, thread pools, RNG state). Today the app is imported after
-    fork (`preload_app` is off), so each worker builds its own clients and there is nothing to do.
+    processes (Redis connection pools, thread pools, RNG state). Today the app is created after
+    fork (`preload_app` is off; the master only imports its modules), so each worker builds its
+    own clients and there is nothing to do.
     """
 
 
