@@ -1,10 +1,12 @@
 """The run's message built on the web tier for the create script to push: exactly what Celery
-would send on the Redis broker, and consumed by kombu like any other."""
+would send on the Redis broker, consumed by kombu like any other, and pushed by ``create.lua``
+in the same step as the task."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 from typing import Any
 
@@ -13,8 +15,11 @@ from kombu import Connection, Consumer, Queue
 
 from frontend.producer import CeleryProducer
 from ops.redis_binary import RedisProcess
-from shared.jobs import REQUEST_ID_HEADER, Run, read_run
+from shared.jobs import REQUEST_ID_HEADER, Message, Run, read_run
 from shared.settings import Settings
+from shared.store import task_ref
+from shared.store.calls import Admission, NewTask, Refused
+from tests.support.white_box import WhiteBoxStore
 from workers.transport import TRANSPORT
 
 
@@ -92,3 +97,52 @@ def test_with_task_events_runs_are_published_by_celery(redis_process: RedisProce
     # MCPQ_TASK_EVENTS: Celery publishes the run itself, so its task-sent event goes out too.
     settings = Settings(redis_url=redis_process.url, task_events=True)
     assert asyncio.run(CeleryProducer(settings).message(Run("echo", "01" * 16, "q"))) is None
+
+
+# -- the store pushes it: create.lua ----------------------------------------------------------
+def test_create_with_a_message_pushes_it_and_watches_the_run_as_sent(
+    store, tasks, clock, raw_client
+) -> None:
+    # Given the run's broker message (the Redis broker: the store pushes it)
+    ref = task_ref("task-with-message")
+    queue = "mcpq-test-queue"
+    spec = NewTask(ref, "echo", queue, tasks.owner, {"text": "hi"}, {}, 60_000, 500)
+    before = clock.now_ms()
+    # When the create runs with it
+    try:
+        assert store.create(spec, 2_000, None, Message(queue, '{"m": 1}'), 300_000) is not None
+        # Then the message is on the queue's list, in the same step as the task
+        assert raw_client.lrange(queue, 0, -1) == [b'{"m": 1}']
+        # and the run is watched as sent once: it must start within 300 s (not 2 s)
+        assert field(store, ref, "sends") == "1"
+        deadline = in_index(store, store.keys.unclaimed, ref)
+        assert deadline is not None and before + 300_000 <= deadline <= clock.now_ms() + 300_000
+    finally:
+        raw_client.delete(queue)
+
+
+def test_a_refused_create_pushes_no_message(store, tasks, raw_client) -> None:
+    # Given a principal at its open-task quota of 1
+    admit = Admission("p-quota", max_open=1)
+    queue = "mcpq-test-queue"
+    first = NewTask(task_ref("q-1"), "echo", queue, tasks.owner, {}, {}, 60_000, 500)
+    second = NewTask(task_ref("q-2"), "echo", queue, tasks.owner, {}, {}, 60_000, 500)
+    try:
+        assert store.create(first, 2_000, admit, Message(queue, "one"), 300_000) is not None
+        # When a second create is refused, then its message never reaches the queue
+        with contextlib.suppress(Refused):
+            store.create(second, 2_000, admit, Message(queue, "two"), 300_000)
+        assert raw_client.lrange(queue, 0, -1) == [b"one"]
+        assert store.record(task_ref("q-2")) is None
+    finally:
+        raw_client.delete(queue, store.keys.quota("p-quota", "tasks"))
+
+
+def field(store: WhiteBoxStore, ref: str, name: str) -> str | None:
+    value = store.redis.hget(store.keys.task(ref), name)
+    return None if value is None else str(value)
+
+
+def in_index(store: WhiteBoxStore, index: str, ref: str) -> float | None:
+    score = store.redis.zscore(index, ref)
+    return None if score is None else float(score)

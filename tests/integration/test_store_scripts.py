@@ -13,9 +13,8 @@ from contextlib import contextmanager
 import orjson
 import redis
 
-from shared.jobs import Message
 from shared.store import Answered, Cancelled, Renewal, Reply, TaskStatus, TaskStore, task_ref
-from shared.store.calls import Admission, Claim, InputPoll, NewTask, Refused
+from shared.store.calls import Claim, InputPoll, NewTask
 from tests.support.white_box import WhiteBoxStore
 
 RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done ✓"}]}
@@ -66,44 +65,6 @@ def test_mark_enqueued_gives_the_run_longer_to_start(store, tasks, clock) -> Non
     later = in_index(store, store.keys.unclaimed, ref)
     assert later is not None and later > short
     assert before + 300_000 <= later <= clock.now_ms() + 300_000
-
-
-def test_create_with_a_message_pushes_it_and_watches_the_run_as_sent(
-    store, tasks, clock, raw_client
-) -> None:
-    # Given the run's broker message (the Redis broker: the store pushes it)
-    ref = task_ref("task-with-message")
-    queue = "mcpq-test-queue"
-    spec = NewTask(ref, "echo", queue, tasks.owner, {"text": "hi"}, {}, 60_000, 500)
-    before = clock.now_ms()
-    # When the create runs with it
-    try:
-        assert store.create(spec, 2_000, None, Message(queue, '{"m": 1}'), 300_000) is not None
-        # Then the message is on the queue's list, in the same step as the task
-        assert raw_client.lrange(queue, 0, -1) == [b'{"m": 1}']
-        # and the run is watched as sent once: it must start within 300 s (not 2 s)
-        assert field(store, ref, "sends") == "1"
-        deadline = in_index(store, store.keys.unclaimed, ref)
-        assert deadline is not None and before + 300_000 <= deadline <= clock.now_ms() + 300_000
-    finally:
-        raw_client.delete(queue)
-
-
-def test_a_refused_create_pushes_no_message(store, tasks, raw_client) -> None:
-    # Given a principal at its open-task quota of 1
-    admit = Admission("p-quota", max_open=1)
-    queue = "mcpq-test-queue"
-    first = NewTask(task_ref("q-1"), "echo", queue, tasks.owner, {}, {}, 60_000, 500)
-    second = NewTask(task_ref("q-2"), "echo", queue, tasks.owner, {}, {}, 60_000, 500)
-    try:
-        assert store.create(first, 2_000, admit, Message(queue, "one"), 300_000) is not None
-        # When a second create is refused, then its message never reaches the queue
-        with contextlib.suppress(Refused):
-            store.create(second, 2_000, admit, Message(queue, "two"), 300_000)
-        assert raw_client.lrange(queue, 0, -1) == [b"one"]
-        assert store.record(task_ref("q-2")) is None
-    finally:
-        raw_client.delete(queue, store.keys.quota("p-quota", "tasks"))
 
 
 def test_mark_enqueued_after_the_claim_does_not_put_the_task_back(store, tasks) -> None:
