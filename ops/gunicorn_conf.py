@@ -41,6 +41,8 @@ if os.path.isdir("/dev/shm"):  # noqa: S108
 def on_starting(server: Any) -> None:
     """Refuse a configuration that cannot be right (``ops.preflight``) in one line, also when
     gunicorn is started without ``mcpq web``."""
+    import gc
+
     from ops.preflight import bind_host, web_problem
 
     problem = web_problem(_settings, [bind_host(b) for b in server.cfg.bind])
@@ -51,6 +53,12 @@ def on_starting(server: Any) -> None:
     # holding its own copy. Nothing is built here (no client, pool or thread: `preload_app` stays
     # off and each worker creates the app after fork), so nothing crosses the fork.
     import frontend.app  # noqa: F401
+
+    # What the master holds now is never collected in a worker: without this, a worker's GC
+    # writes to every inherited object's header and so copies the shared pages anyway (the
+    # pattern CPython's gc.freeze documentation describes for forking servers).
+    gc.collect()
+    gc.freeze()
 
 
 def post_fork(server: Any, worker: Any) -> None:

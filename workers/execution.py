@@ -9,7 +9,8 @@ one process); and how a run that ignores its cancel is stopped.
 - **prefork (cpu pools)**: the tool runs in the job's thread. A tool that ignores its cancel for
   the grace period gets its pool process killed (Celery starts another): nothing else runs
   there.
-- **threads (io pools)**: the tool runs in a thread of its own and the job waits for it. A tool
+- **threads (io pools)**: the tool runs in a thread of its own (reused from run to run:
+  ``workers.tool_threads``) and the job waits for it. A tool
   that ignores its cancel gets ``TaskCancelled`` raised inside its thread (it ends at the next
   Python instruction it runs), and the job stops waiting at once: the pool slot is free for the
   next job, whatever the tool's thread still does (blocked in C code, it leaves when that call
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shared.errors import TaskCancelled
+from workers.tool_threads import TOOL_THREADS
 
 log = logging.getLogger("mcpq.worker")
 
@@ -47,8 +49,9 @@ class ToolCall:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Future[Any] | None = None
         self._interrupted = False
-        self._thread: threading.Thread | None = None
+        self._ident: int | None = None  # the thread running the tool (threads)
         self._finished = threading.Event()
+        self._done = False
         self._abandoned = False
         self._outcome: tuple[bool, Any] = (False, None)
 
@@ -62,8 +65,7 @@ class ToolCall:
 
     def in_thread(self) -> Any:
         """Run on a thread of its own and wait for it, or for :meth:`abandon`."""
-        self._thread = threading.Thread(target=self._body, name=f"tool-{self._name}", daemon=True)
-        self._thread.start()
+        TOOL_THREADS.run(self._body)
         self._finished.wait()
         if self._abandoned:
             raise RunAbandoned()
@@ -72,13 +74,26 @@ class ToolCall:
             raise value
         return value
 
-    def _body(self) -> None:
+    def _body(self) -> bool:
+        """The tool's thread; True when the thread must not be reused (abandoned)."""
+        with self._lock:
+            if self._abandoned:  # abandoned before it started: nothing to run
+                return True
+            self._ident = threading.get_ident()
+        threading.current_thread().name = f"tool-{self._name}"
         try:
-            self._outcome = (True, self.here())
+            outcome: tuple[bool, Any] = (True, self.here())
         except BaseException as exc:  # handed to the job's thread, re-raised there
-            self._outcome = (False, exc)
-        finally:
-            self._finished.set()
+            outcome = (False, exc)
+        # Under the lock that abandon() takes: either the call is done first, and no
+        # exception is ever raised into this thread again (it may take the next call), or
+        # it was abandoned first, and this thread ends (the exception may still be on its way).
+        with self._lock:
+            self._done = True
+            self._outcome = outcome
+            abandoned = self._abandoned
+        self._finished.set()
+        return abandoned
 
     def _run_async(self, coroutine: Any) -> Any:
         loop = asyncio.new_event_loop()
@@ -116,15 +131,18 @@ class ToolCall:
     def abandon(self) -> None:
         """The grace is over (threads): raise ``TaskCancelled`` in the tool's thread and free
         the job at once."""
-        thread = self._thread
-        if thread is None or self._finished.is_set():
+        if self._finished.is_set():
             return
         self.interrupt()
-        if thread.ident is not None:
-            # The only way to stop a Python thread from outside; it takes effect at the thread's
-            # next bytecode (not inside a blocking C call, hence the job does not wait for it).
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(thread.ident), ctypes.py_object(TaskCancelled)
-            )
-        self._abandoned = True
+        with self._lock:
+            if self._done or self._abandoned:
+                return
+            self._abandoned = True
+            if self._ident is not None:
+                # The only way to stop a Python thread from outside; it takes effect at the
+                # thread's next bytecode (not inside a blocking C call, hence the job does not
+                # wait for it). Under the lock: the thread cannot have moved on to another call.
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(self._ident), ctypes.py_object(TaskCancelled)
+                )
         self._finished.set()

@@ -19,7 +19,7 @@ from shared.jobs import REQUEST_ID_HEADER, Message, Run, read_run
 from shared.settings import Settings
 from shared.store import task_ref
 from shared.store.calls import Admission, NewTask, Refused
-from tests.support.white_box import WhiteBoxStore
+from tests.support.white_box import field, in_index
 from workers.transport import TRANSPORT
 
 
@@ -136,13 +136,3 @@ def test_a_refused_create_pushes_no_message(store, tasks, raw_client) -> None:
         assert store.record(task_ref("q-2")) is None
     finally:
         raw_client.delete(queue, store.keys.quota("p-quota", "tasks"))
-
-
-def field(store: WhiteBoxStore, ref: str, name: str) -> str | None:
-    value = store.redis.hget(store.keys.task(ref), name)
-    return None if value is None else str(value)
-
-
-def in_index(store: WhiteBoxStore, index: str, ref: str) -> float | None:
-    score = store.redis.zscore(index, ref)
-    return None if score is None else float(score)

@@ -13,22 +13,12 @@ from contextlib import contextmanager
 import orjson
 import redis
 
-from shared.store import Answered, Cancelled, Renewal, Reply, TaskStatus, TaskStore, task_ref
+from shared.store import Answered, Cancelled, Renewal, Reply, TaskStatus, task_ref
 from shared.store.calls import Claim, InputPoll, NewTask
-from tests.support.white_box import WhiteBoxStore
+from tests.support.white_box import WhiteBoxStore, field, in_index
 
 RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done ✓"}]}
 ERROR = {"code": -32603, "message": "tool blew up"}
-
-
-def field(store: TaskStore, ref: str, name: str) -> str | None:
-    value = store.redis.hget(store.keys.task(ref), name)
-    return None if value is None else str(value)
-
-
-def in_index(store: TaskStore, index: str, ref: str) -> float | None:
-    score = store.redis.zscore(index, ref)
-    return None if score is None else float(score)
 
 
 # -- create, mark_enqueued ----------------------------------------------------------------------

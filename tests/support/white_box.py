@@ -52,3 +52,15 @@ def quiet_watch() -> Watch:
     """A run's watch on which nothing ever happens (an answer or a cancel never comes): for
     tests of a context's own behaviour. Its waits last their whole timeout."""
     return Watch(_AlwaysConfirmed(), "quiet")  # type: ignore[arg-type]
+
+
+def field(store: WhiteBoxStore, ref: str, name: str) -> str | None:
+    """One field of the task hash, as stored."""
+    value = store.redis.hget(store.keys.task(ref), name)
+    return None if value is None else str(value)
+
+
+def in_index(store: WhiteBoxStore, index: str, ref: str) -> float | None:
+    """The task's score in a global index (``None``: not in it)."""
+    score = store.redis.zscore(index, ref)
+    return None if score is None else float(score)
