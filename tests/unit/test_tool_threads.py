@@ -77,7 +77,12 @@ def test_an_abandoned_call_stops_its_tool_and_its_thread_is_never_reused() -> No
             raise
 
     call = ToolCall(deaf_tool, "deaf")
-    job = threading.Thread(target=lambda: pytest.raises(RunAbandoned, call.in_thread))
+
+    def the_job() -> None:
+        with pytest.raises(RunAbandoned):
+            call.in_thread()
+
+    job = threading.Thread(target=the_job)
     job.start()
     assert started.wait(5)
     call.abandon()
