@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import statistics
 import threading
 import time
@@ -46,6 +47,9 @@ class Result:
     background_commands_per_s: float
     commands_by_name: dict[str, float]
     failures: int
+    #: CPU time the hypervisor took from this machine during the measurement (``/proc/stat``
+    #: steal, all CPUs): on a shared VM, phases with steal are slower for reasons not ours.
+    steal_s: float = 0.0
 
     def render(self, title: str = "mcpq") -> str:
         return "\n".join(
@@ -67,6 +71,8 @@ class Result:
                 "  by command: "
                 + ", ".join(f"{name} {n:g}" for name, n in self.commands_by_name.items()),
                 f"  failed requests           {self.failures:9d}",
+                f"  host steal time           {self.steal_s:9.2f} s"
+                + ("  (noisy: latencies may be the host's)" if self.steal_s >= 0.1 else ""),
             ]
         )
 
@@ -391,6 +397,7 @@ def measure(
 ) -> Result:
     """Every phase against the server at ``url``; PSS of the ``servers`` process trees."""
     load = Load(url)
+    stolen = steal_s()
     measured = phases(load, clients, seconds, tasks, procs)
     costs = asyncio.run(per_task_costs(load, tasks, stack.redis_url))
     pss = pss_mib([p for child in servers for p in process_tree(child.popen.pid)])
@@ -411,4 +418,16 @@ def measure(
         costs.background_per_s,
         costs.top,
         load.failures,
+        steal_s() - stolen,
     )
+
+
+def steal_s() -> float:
+    """Seconds of CPU the hypervisor has taken from this machine since boot (0 where the
+    kernel does not report it)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = stat.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0

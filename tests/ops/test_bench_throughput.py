@@ -35,6 +35,10 @@ def test_the_throughput_benchmark_runs_every_phase() -> None:
     assert 0 < result["get_p50_ms"] <= result["get_p99_ms"]
     assert result["pss_mib"] > 20  # every web and worker process was found
     assert result["redis_commands_per_task"] >= result["client_commands_per_task"] > 0
+    assert result["client_commands_per_task"] >= result["round_trips_per_task"] > 0
+    # The create, the claim, the finish and the tasks/get are scripts, at the least.
+    assert result["commands_by_name"]["EVALSHA"] >= 4
+    assert result["steal_s"] >= 0 and "background_commands_per_s" in result
     peer = result["peer"]
     assert peer["failures"] == 0 and peer["clients"] == 3
     assert peer["created_per_s"] > 0 and peer["completed_per_s"] > 0
