@@ -21,7 +21,7 @@ from typing import Protocol
 from celery import Celery
 
 from frontend.run_messages import CapturingTransport, RunMessages
-from shared.celery_config import celery_config
+from shared.celery_config import broker_is_store, celery_config
 from shared.jobs import Message, Run, send_run
 from shared.settings import Settings
 
@@ -53,8 +53,7 @@ class CeleryProducer:
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="celery-producer")
         self._messages: RunMessages | None = None
         self._opening = asyncio.Lock()
-        redis_broker = settings.redis_url.startswith(("redis://", "rediss://", "unix://"))
-        if redis_broker and not settings.task_events:
+        if broker_is_store(settings) and not settings.task_events:
             # The broker is the store's Redis (``shared.celery_config``): messages may go out
             # with the create. (Not with MCPQ_TASK_EVENTS: its task-sent event is Celery's to
             # send, when it publishes.)

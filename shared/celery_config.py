@@ -12,6 +12,13 @@ from typing import Any
 from shared.settings import Settings
 
 
+def broker_is_store(settings: Settings) -> bool:
+    """Whether Celery's broker is the task store's Redis (it is ``settings.redis_url``): then a
+    create may push its run's message in its own script, and workers may leave recovery of
+    taken messages to the store."""
+    return settings.redis_url.startswith(("redis://", "rediss://", "unix://"))
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     tls: dict[str, Any] = {}
     if settings.redis_url.startswith("rediss://") and not settings.redis_tls_verify:

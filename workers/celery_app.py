@@ -17,7 +17,7 @@ from celery import Celery, Task, signals
 from celery.exceptions import Ignore
 
 from shared import logs
-from shared.celery_config import celery_config
+from shared.celery_config import broker_is_store, celery_config
 from shared.jobs import read_run
 from shared.settings import Settings
 from shared.store import Keys, TaskStatus, open_store
@@ -33,7 +33,7 @@ log = logging.getLogger("mcpq.worker")
 settings = Settings.from_env()
 app = Celery("mcpq")
 app.conf.update(celery_config(settings))
-if settings.redis_url.startswith(("redis://", "rediss://", "unix://")):
+if broker_is_store(settings):
     # kombu's Redis transport without its Redis-side ack emulation (recovery is the store's).
     app.conf.broker_transport = TRANSPORT
 registry = Registry.from_modules(settings.tools)
