@@ -9,12 +9,14 @@ local function expire_with_task(task_key, key)
 end
 
 -- The fence of every worker write: the task exists, runs generation `gen`, is not terminal.
-local function fence(task_key, gen)
-  local cur = redis.call('HMGET', task_key, 'gen', 'status')
+-- Returns the reason it refuses, or nil and the task's gen, status and any further fields the
+-- caller names (read in the same HMGET: one command for the fence and what the write needs).
+local function fence(task_key, gen, ...)
+  local cur = redis.call('HMGET', task_key, 'gen', 'status', ...)
   if not cur[1] then return 'GONE' end
   if cur[1] ~= gen then return 'SUPERSEDED' end
   if TERMINAL[cur[2]] then return 'TERMINAL' end
-  return nil
+  return nil, cur
 end
 
 -- Push: every change a client can see is published on the task's channel (`<task key>:ev`),
@@ -22,9 +24,10 @@ end
 -- makes it. A subscriber that subscribes first and reads the task second therefore misses
 -- nothing: a change is either in what it read or in a message after it. The message is the
 -- task key. (A channel is not a key: a script may publish on one it was not given.)
-local function publish(task_key)
+-- `scope`: the task's `push` field when the caller read it already (false: it has none).
+local function publish(task_key, scope)
   redis.call('PUBLISH', task_key .. ':ev', task_key)
-  local scope = redis.call('HGET', task_key, 'push')
+  if scope == nil then scope = redis.call('HGET', task_key, 'push') end
   if scope then redis.call('PUBLISH', scope, task_key) end
 end
 

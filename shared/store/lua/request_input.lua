@@ -4,7 +4,7 @@
 -- KEYS[1] task, KEYS[2] inputs hash, KEYS[3] answers hash, KEYS[4] stats hash
 -- ARGV[1] gen, ARGV[2..] key/request pairs
 -- returns {'OK', missing count, key, answer, ...} or {'GONE'|'SUPERSEDED'|'TERMINAL'}
-local bad = fence(KEYS[1], ARGV[1])
+local bad, cur = fence(KEYS[1], ARGV[1], 'push')
 if bad then return {bad} end
 local out = {'OK', 0}
 local missing, added = 0, 0
@@ -21,10 +21,10 @@ out[2] = missing
 if added > 0 then
   expire_with_task(KEYS[1], KEYS[2])
   stat('inputs', added)
-  if redis.call('HGET', KEYS[1], 'status') ~= 'input_required' then
+  if cur[2] ~= 'input_required' then
     stat('state:input_required', 1)
   end
   redis.call('HSET', KEYS[1], 'status', 'input_required', 'updated_ms', now)
-  publish(KEYS[1])
+  publish(KEYS[1], cur[3])
 end
 return out
