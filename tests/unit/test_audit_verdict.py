@@ -1,0 +1,49 @@
+"""`python -m ops.audit`: its verdict from pip-audit's and npm audit's JSON reports."""
+
+from __future__ import annotations
+
+from ops.audit import Findings, read_npm_audit, read_pip_audit, verdict
+
+PIP_REPORT = {
+    "dependencies": [
+        {"name": "celery", "version": "5.7.0", "vulns": []},
+        {
+            "name": "requests",
+            "version": "2.25.0",
+            "vulns": [{"id": "GHSA-j8r2-6x86-q33q", "fix_versions": ["2.31.0"], "aliases": []}],
+        },
+        {"name": "vine", "skip_reason": "Dependency not found on PyPI: vine (5.1.0)"},
+    ],
+    "fixes": [],
+}
+
+
+def test_a_known_vulnerability_fails_and_names_its_fix() -> None:
+    found = read_pip_audit(PIP_REPORT)
+    assert found.checked == 2
+    assert found.vulnerable == ["requests==2.25.0: GHSA-j8r2-6x86-q33q (fixed in 2.31.0)"]
+    assert found.unchecked == ["Dependency not found on PyPI: vine (5.1.0)"]
+    assert verdict(found, require=False) == 1
+
+
+def test_unchecked_packages_pass_only_when_not_required() -> None:
+    found = read_pip_audit({"dependencies": [PIP_REPORT["dependencies"][2]]})  # type: ignore[list-item]
+    found.merge(
+        read_npm_audit(
+            "ops/conformance", {"message": "405 Method Not Allowed", "error": {"summary": ""}}
+        )
+    )
+    assert len(found.unchecked) == 2 and "405 Method Not Allowed" in found.unchecked[1]
+    assert verdict(found, require=False) == 0
+    assert verdict(found, require=True) == 2
+
+
+def test_npm_vulnerabilities_fail() -> None:
+    report = {
+        "vulnerabilities": {"vite": {"severity": "high"}},
+        "metadata": {"dependencies": {"total": 120}},
+    }
+    found = read_npm_audit("tests/clients/node", report)
+    assert found.checked == 120 and found.vulnerable == ["tests/clients/node: vite (high)"]
+    assert verdict(found, require=False) == 1
+    assert verdict(Findings(checked=5), require=True) == 0
