@@ -56,7 +56,8 @@ def create_app(
     app.add_route("/healthz", HealthResource())
     app.add_route("/readyz", ReadyResource(store, settings))
     queues = sorted({settings.default_queue, *tools.queues()})
-    app.add_route("/metrics", MetricsResource(store, settings, queues))
+    if settings.metrics_token:  # no token, no /metrics: it is never public (404, no detail)
+        app.add_route("/metrics", MetricsResource(store, settings, queues))
     return AsgiAdapter(app)
 
 

@@ -18,6 +18,10 @@ from frontend.http_types import HttpRequest
 from frontend.services import DISCONNECTED
 from shared import jsonutil
 
+#: Seconds a client is told to wait after a 503 (the task store, or a key set, is unreachable):
+#: long enough for a Redis restart or failover, short enough that nothing waits needlessly.
+RETRY_AFTER_S = b"2"
+
 
 class McpResource:
     """``/mcp``: every method goes through :class:`McpEndpoint` (405 for non-POST included)."""
@@ -38,7 +42,13 @@ class McpResource:
         # the limit, enough for the endpoint's size check (413) to see it, never more.
         if req.method == "POST" and (declared or 0) <= limit:
             body = await req.stream.read(limit + 1)
-        token = DISCONNECTED.set(req.scope.get("mcpq.disconnected"))
+        disconnected = req.scope.get("mcpq.disconnected")
+        if disconnected is not None and disconnected.is_set():
+            # The client left (or was cut off for sending too slowly) before its body was in:
+            # what arrived may still parse, but it is not what was sent. Serve nothing.
+            resp.status = 400
+            return
+        token = DISCONNECTED.set(disconnected)
         try:
             reply = await self.endpoint.handle(HttpRequest(req.method, headers, body, declared))
         finally:
@@ -80,7 +90,8 @@ class AsgiAdapter:
       (merging duplicates), but a duplicated routing header must be rejected;
     - the client's disconnect: once the body is read, a watcher awaits ``http.disconnect`` and
       sets ``scope["mcpq.disconnected"]``, so a waiting synchronous call can stop its run
-      (see ``frontend.sync_call``).
+      (see ``frontend.sync_call``);
+    - ``Retry-After`` on every 503, whichever route answers it (``/mcp``, ``/readyz``).
     """
 
     def __init__(self, app: Any) -> None:
@@ -114,8 +125,20 @@ class AsgiAdapter:
                 watcher = asyncio.ensure_future(watch())
             return message
 
+        async def send_reply(message: Any) -> None:
+            if (
+                message["type"] == "http.response.start"
+                and message["status"] == 503
+                and not any(
+                    name.lower() == b"retry-after" for name, _ in message.get("headers", ())
+                )
+            ):
+                headers = [*message.get("headers", ()), (b"retry-after", RETRY_AFTER_S)]
+                message = {**message, "headers": headers}
+            await send(message)
+
         try:
-            await self.app(scope, receive_body, send)
+            await self.app(scope, receive_body, send_reply)
         finally:
             if watcher is not None:
                 watcher.cancel()

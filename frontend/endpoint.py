@@ -27,7 +27,13 @@ from frontend.methods import discover, subscriptions, tasks, tools
 from frontend.services import REQUEST_ID, Services
 from frontend.streams import StreamReply
 from shared import jsonutil
-from shared.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, McpError, invalid_params
+from shared.errors import (
+    METHOD_NOT_FOUND,
+    McpError,
+    internal_error,
+    invalid_params,
+    new_error_id,
+)
 from shared.limits import LimitExceeded, check_bytes
 from shared.logs import task_hash
 from shared.store import task_ref
@@ -63,6 +69,7 @@ class McpEndpoint:
         self.server_info = services.server_info
         self.legacy = LegacyEndpoint(services)
         self.shield = FloodShield()
+        self.addressing = transport.Addressing.from_settings(services.settings)
 
     def _reply(
         self,
@@ -121,7 +128,7 @@ class McpEndpoint:
 
     async def _handle(self, req: HttpRequest) -> tuple[HttpReply, RpcRequest | None, int | None]:
         s = self.services.settings
-        early = transport.check(req, s.allowed_origins, s.max_body_bytes)
+        early = transport.check(req, self.addressing, s.max_body_bytes)
         if isinstance(early, McpError):
             return self._reply(NO_ID, error=early), None, early.code
         if early is not None:
@@ -176,8 +183,10 @@ class McpEndpoint:
             error = invalid_params(f"Invalid params: {exc}")
         except Exception:
             # The traceback goes to our log, never to the client: it could carry internals.
-            log.exception("unhandled error", extra={"method": rpc.method})
-            error = McpError(INTERNAL_ERROR, "Internal error")
+            # The client gets an id that finds this line in the log.
+            error_id = new_error_id()
+            log.exception("unhandled error", extra={"method": rpc.method, "error_id": error_id})
+            error = internal_error(error_id)
         return self._reply(rpc.id, error=error), rpc, error.code
 
 

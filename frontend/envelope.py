@@ -22,7 +22,7 @@ from shared.errors import (
     UNSUPPORTED_VERSION,
     McpError,
 )
-from shared.limits import LimitExceeded, check_depth
+from shared.limits import LimitExceeded, check_raw_depth
 from shared.protocol import (
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
@@ -88,8 +88,15 @@ class RequestError(Exception):
 
 def parse(body: bytes, max_depth: int) -> dict[str, Any]:
     try:
+        # On the bytes, before anything recurses: the parser itself (orjson fails past 1024
+        # levels), then pydantic and Lua's cjson on what it returns.
+        check_raw_depth(body, max_depth)
+    except LimitExceeded as exc:
+        # Nothing was parsed, so no id can be echoed: the message is refused as a whole.
+        raise RequestError(McpError(INVALID_REQUEST, f"Invalid Request: {exc}"), None) from None
+    try:
         message = orjson.loads(body)
-    except orjson.JSONDecodeError:
+    except orjson.JSONDecodeError:  # also orjson's own recursion limit, and bytes not UTF-8
         raise RequestError(
             McpError(PARSE_ERROR, "Parse error: body is not valid JSON"), None
         ) from None
@@ -97,15 +104,6 @@ def parse(body: bytes, max_depth: int) -> dict[str, Any]:
         raise RequestError(
             McpError(INVALID_REQUEST, "Invalid Request: expected one JSON-RPC request object"), None
         )
-    try:
-        # Before anything walks it: every later step (pydantic, Lua's cjson) recurses.
-        check_depth(message, max_depth)
-    except LimitExceeded as exc:
-        rid = message.get("id")
-        valid = isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
-        raise RequestError(
-            McpError(INVALID_PARAMS, f"Invalid params: {exc}"), rid if valid else None
-        ) from None
     return message
 
 

@@ -3,11 +3,16 @@
 Two sources: per-process request metrics (multiprocess mode under gunicorn when
 ``PROMETHEUS_MULTIPROC_DIR`` is set, as ``mcpq web`` does), and deployment-wide task counters
 that the Lua scripts keep in Redis (``{mcpq}:stats``), read in one round trip per scrape.
+
+Not public: the route exists only when ``MCPQ_METRICS_TOKEN`` is set (else 404, as for any unknown
+path), and a scrape must carry it as a bearer token (else 401, before Redis is read). A token,
+not "loopback clients only": behind a reverse proxy on the same host every client is loopback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 
 import falcon
 import falcon.asgi
@@ -41,6 +46,11 @@ LIMIT_REJECTIONS = Counter(
 )
 
 
+_OUTCOME_HELP = {
+    "poisoned": "Tasks failed because their runs kept losing their worker (MCPQ_MAX_RUNS), by tool",
+}
+
+
 class StatsCollector(Collector):
     """Deployment-wide gauges and counters from Redis (the same on every web replica)."""
 
@@ -51,7 +61,9 @@ class StatsCollector(Collector):
     def collect(self):  # type: ignore[no-untyped-def]
         outcomes = {
             kind: CounterMetricFamily(
-                f"mcpq_tasks_{kind}", f"Tasks {kind}, by tool", labels=["tool"]
+                f"mcpq_tasks_{kind}",
+                _OUTCOME_HELP.get(kind, f"Tasks {kind}, by tool"),
+                labels=["tool"],
             )
             for kind in OUTCOMES
         }
@@ -101,6 +113,15 @@ def render(snapshot: StatsSnapshot, multiprocess_mode: bool, window_s: float = 1
     return generate_latest(registry)
 
 
+def bearer_matches(header: str | None, token: str) -> bool:
+    """Does ``Authorization: Bearer <token>`` carry ``token``? Compared in constant time (as
+    bytes: ``compare_digest`` refuses non-ASCII text); an empty ``token`` matches nothing."""
+    scheme, _, given = (header or "").strip().partition(" ")
+    if not token or scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode(), token.encode())
+
+
 class MetricsResource:
     """``GET /metrics``: this process's request series and the deployment's task series."""
 
@@ -108,6 +129,13 @@ class MetricsResource:
         self.store, self.settings, self.queues = store, settings, queues
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        if not bearer_matches(req.get_header("Authorization"), self.settings.metrics_token):
+            # No detail: a missing token and a wrong one read the same.
+            resp.status = falcon.HTTP_401
+            resp.set_header("WWW-Authenticate", 'Bearer realm="metrics"')
+            resp.content_type = falcon.MEDIA_TEXT
+            resp.text = "401 Unauthorized\n"
+            return
         snapshot = StatsSnapshot()
         try:
             async with asyncio.timeout(self.settings.redis_timeout_s):

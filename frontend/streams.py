@@ -145,7 +145,10 @@ class _Follower:
         """Read the task and send what is new: progress, input requests, or the end."""
         spec, rpc = self.spec, self.rpc
         record, inputs = await self.services.tasks.get(rpc.owner, spec.ref)
-        if rpc.progress_token is not None and record.reports > self.reported:
+        # A task that ended cleared its progress text (statusMessage is the end's, or none):
+        # a report read only now would go out empty, so the result goes out alone instead.
+        fresh = record.reports > self.reported and not (record.terminal and not record.message)
+        if rpc.progress_token is not None and fresh:
             self.reported = record.reports
             self.sent_at = time.monotonic()
             yield _progress(rpc, record)

@@ -68,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     flower = sub.add_parser("flower", help="run the Flower dashboard")
     flower.add_argument("--port", type=port_number, help="default: $PORT or 5555")
+    flower.add_argument(
+        "--address",
+        help="default: $MCPQ_FLOWER_ADDRESS or 127.0.0.1; any other needs FLOWER_BASIC_AUTH "
+        "(or FLOWER_AUTH)",
+    )
 
     redis = sub.add_parser("redis", help="run a local, non-persistent Redis (Procfile.dev)")
     redis.add_argument("--port", type=port_number, help="default: the port of $REDIS_URL")
@@ -77,7 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("secret", help="print a fresh value for MCPQ_SECRET (32 random bytes)")
 
-    keys = sub.add_parser("keys", help="API keys (MCPQ_AUTH=apikey): create, list, revoke")
+    keys = sub.add_parser(
+        "keys",
+        help="API keys (MCPQ_AUTH=apikey): create, list, revoke; data keys (MCPQ_DATA_KEYS): "
+        "new-data-key, rotate-data",
+    )
     keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
     create = keys_sub.add_parser("create", help="make a key and print it once")
     create.add_argument("name", help="who or what uses it (shown by list)")
@@ -87,6 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
     keys_sub.add_parser("list", help="every key: id, name, scopes, created, revoked")
     revoke = keys_sub.add_parser("revoke", help="revoke a key at once, on every replica")
     revoke.add_argument("key_id", help="the key's id (from list, or the token's middle part)")
+    keys_sub.add_parser("new-data-key", help="print a fresh MCPQ_DATA_KEYS entry (id:key)")
+    rotate = keys_sub.add_parser(
+        "rotate-data",
+        help="re-encrypt every stored payload under the first MCPQ_DATA_KEYS key (safe while "
+        "serving, re-runnable)",
+    )
+    rotate.add_argument(
+        "--batch", type=positive_int, default=200, help="keys per SCAN step (default 200)"
+    )
 
     dev = sub.add_parser("dev", help="run Redis, web and a worker locally")
     dev.add_argument("--port", type=port_number, default=8000, help="web port (default 8000)")
@@ -122,9 +140,26 @@ def exec_argv(
         print(f"mcpq redis: {binary.describe()}", file=sys.stderr)
         return commands.redis_command(binary.path, port=port)
     if args.command == "flower":
-        default = settings.port if "PORT" in environ else commands.DEFAULT_FLOWER_PORT
-        return commands.flower_command(port=args.port or default)
+        address, port = flower_bind(args, settings, environ)
+        return commands.flower_command(port=port, address=address)
     raise ValueError(f"{args.command!r} is not an exec'ing command")
+
+
+def flower_bind(
+    args: argparse.Namespace, settings: Settings, environ: Mapping[str, str]
+) -> tuple[str, int]:
+    """Where `mcpq flower` listens: loopback unless told otherwise (flag, then setting)."""
+    default = settings.port if "PORT" in environ else commands.DEFAULT_FLOWER_PORT
+    return args.address or settings.flower_address, args.port or default
+
+
+def flower_login(settings: Settings) -> str:
+    """What guards Flower, for its start-up line (never a credential)."""
+    if settings.flower_basic_auth:
+        return "login: basic auth (FLOWER_BASIC_AUTH)"
+    if settings.flower_auth:
+        return "login: OAuth (FLOWER_AUTH)"
+    return "no login: reachable from this machine only"
 
 
 def metrics_dir(command: str, argv: Sequence[str]) -> str:
@@ -155,6 +190,34 @@ def exec_environment(
     return extra
 
 
+def keys_command(args: argparse.Namespace, settings: Settings) -> int:
+    """`mcpq keys`: API keys (``ops.keys``) or data keys (``ops.data_keys``)."""
+    if args.keys_command in {"new-data-key", "rotate-data"}:
+        from ops.data_keys import run_data_keys
+
+        return run_data_keys(args, settings)
+    from ops.keys import run_keys
+
+    return run_keys(args, settings)
+
+
+def status_command(settings: Settings, ping_timeout: float) -> int:
+    """``mcpq status``; a store it cannot read is one line naming the Redis it tried."""
+    from ops.dev_launcher import redact_url
+    from ops.status import collect, render
+    from shared.errors import StoreUnavailable
+
+    try:
+        print(render(collect(settings, ping_timeout=ping_timeout)))
+    except (StoreUnavailable, ValueError) as exc:  # unreachable; a bad TLS or data-key setting
+        cause = exc.__cause__ or exc.__context__
+        detail = f" ({cause})" if isinstance(exc, StoreUnavailable) and cause else ""
+        where = redact_url(settings.redis_url)
+        print(f"mcpq status: {exc}{detail}; REDIS_URL={where}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -177,20 +240,23 @@ def main(
         parser.error(problem)
     if args.command == "worker" and (problem := preflight.worker_problem(settings)):
         parser.error(problem)
+    if args.command in {"web", "worker"} and (warning := preflight.data_keys_warning(settings)):
+        print(f"mcpq {args.command}: warning: {warning}", file=sys.stderr)
+    if args.command == "flower":
+        address, port = flower_bind(args, settings, env)
+        if problem := preflight.flower_problem(settings, address):
+            parser.error(problem)
+        # Flower's own banner names 127.0.0.1 whatever it binds: this line is the truth.
+        print(commands.flower_banner(address, port, flower_login(settings)), file=sys.stderr)
     if args.command == "keys":
-        from ops.keys import run_keys
-
-        return run_keys(args, settings)
+        return keys_command(args, settings)
     if args.command == "dev":
         from ops.dev_launcher import DevOptions, run_dev
 
         options = DevOptions(args.port, not args.no_worker, args.flower, args.flower_port)
         return run_dev(options, environ=env)
     if args.command == "status":
-        from ops.status import collect, render
-
-        print(render(collect(settings, ping_timeout=0 if args.no_ping else 1.0)))
-        return 0
+        return status_command(settings, ping_timeout=0 if args.no_ping else 1.0)
     command = exec_argv(args, settings, env)
     if environ is None:
         os.environ.update(exec_environment(args.command, env, command))

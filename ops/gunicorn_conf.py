@@ -2,8 +2,9 @@
 
 `mcpq web` passes `--bind` and `--workers` on the command line (command-line values override this
 file); the defaults below make plain `gunicorn -c python:ops.gunicorn_conf` behave the same. The
-worker class is uvicorn's: Falcon's ASGI app on an event loop keeps serving while some requests
-wait (synchronous tool calls, SSE), which sync or gthread workers cannot.
+worker class is uvicorn's (``ops.uvicorn_worker``): Falcon's ASGI app on an event loop keeps
+serving while some requests wait (synchronous tool calls, SSE), which sync or gthread workers
+cannot.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ _settings = Settings.from_env()
 wsgi_app = "frontend.asgi:app"
 bind = [f"0.0.0.0:{_settings.port}"]
 workers = _settings.web_concurrency
-worker_class = "uvicorn_worker.UvicornWorker"
+# uvicorn's worker on httptools, with a bounded request head and deadlines for slow clients
+# (MCPQ_MAX_HEADER_BYTES, MCPQ_MAX_HEADERS, MCPQ_HEADER_TIMEOUT_S, MCPQ_BODY_TIMEOUT_S).
+worker_class = "ops.uvicorn_worker.McpqUvicornWorker"
 
 # Heroku sends SIGKILL 30 s after SIGTERM: finish in-flight requests well before that.
 graceful_timeout = 25
@@ -48,6 +51,19 @@ def on_starting(server: Any) -> None:
     problem = web_problem(_settings, [bind_host(b) for b in server.cfg.bind])
     if problem:
         raise SystemExit(f"mcpq web: {problem}")
+    import logging
+
+    from shared import logs, redis_tls
+
+    # Here, in the master: one line per web server, not one per gunicorn worker.
+    if warning := redis_tls.startup_warning(_settings):
+        logs.configure(_settings.log_format, _settings.log_level)
+        logging.getLogger("mcpq.web").warning(warning)
+    from ops.uvicorn_worker import host_warning
+
+    if warning := host_warning(_settings, list(server.cfg.bind)):
+        logs.configure(_settings.log_format, _settings.log_level)
+        logging.getLogger("mcpq.web").warning(warning)
     # The app's modules (Falcon, Celery, kombu, redis-py, pydantic, jsonschema, cryptography …)
     # are imported once here, in the master: forked workers share those pages instead of each
     # holding its own copy. Nothing is built here (no client, pool or thread: `preload_app` stays

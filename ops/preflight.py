@@ -11,7 +11,9 @@ from __future__ import annotations
 import ipaddress
 
 from frontend.auth import AuthConfigError, check_settings
+from shared import redis_tls
 from shared.request_state import WeakSecret, parse_secrets
+from shared.sealing import PLAINTEXT, DataKeyError, parse_data_keys
 from shared.settings import Settings
 
 NO_TOOLS = (
@@ -34,6 +36,8 @@ def web_problem(settings: Settings, hosts: list[str]) -> str | None:
     """Why ``mcpq web`` must not start with ``settings`` bound to ``hosts``, or ``None``."""
     if not settings.tools:
         return NO_TOOLS
+    if tls_problem := redis_tls.problem(settings):
+        return tls_problem
     if settings.secret:
         try:
             parse_secrets(settings.secret)
@@ -50,11 +54,29 @@ def web_problem(settings: Settings, hosts: list[str]) -> str | None:
             "(oauth, apikey), or MCPQ_AUTH=none behind an authenticating proxy or on a "
             "private network"
         )
-    return None
+    return data_keys_problem(settings)
 
 
 def worker_problem(settings: Settings) -> str | None:
-    return NO_TOOLS if not settings.tools else None
+    if not settings.tools:
+        return NO_TOOLS
+    return redis_tls.problem(settings) or data_keys_problem(settings)
+
+
+def data_keys_problem(settings: Settings) -> str | None:
+    """``MCPQ_DATA_KEYS`` unset or malformed (encryption at rest is off only when asked)."""
+    try:
+        parse_data_keys(settings.data_keys)
+    except DataKeyError as exc:
+        return str(exc)
+    return None
+
+
+def data_keys_warning(settings: Settings) -> str | None:
+    """The one start-up warning of the explicit opt-out."""
+    if settings.data_keys.strip().lower() != PLAINTEXT:
+        return None
+    return f"MCPQ_DATA_KEYS={PLAINTEXT}: task payloads are stored unencrypted in Redis"
 
 
 def bind_host(bind: str) -> str:
@@ -63,3 +85,20 @@ def bind_host(bind: str) -> str:
         return bind
     host, _, _ = bind.rpartition(":")
     return host or bind
+
+
+def flower_problem(settings: Settings, address: str) -> str | None:
+    """Why ``mcpq flower`` must not listen on ``address``, or ``None``. Flower has no login of
+    its own unless one is configured, and it shows every node, queue and run, and can revoke
+    runs and restart pools: off loopback it needs basic auth or its OAuth login."""
+    pairs = [pair for pair in settings.flower_basic_auth.split(",") if pair]
+    if any(not user or not password for user, _, password in (p.partition(":") for p in pairs)):
+        # Never echo the value: it holds passwords.
+        return "FLOWER_BASIC_AUTH must be user:password pairs, comma-separated"
+    if is_loopback(address) or pairs or settings.flower_auth:
+        return None
+    return (
+        f"refusing to run Flower on {address or 'every interface'} without a login: set "
+        "FLOWER_BASIC_AUTH=user:password (or FLOWER_AUTH with Flower's OAuth settings), or keep "
+        "MCPQ_FLOWER_ADDRESS on loopback (127.0.0.1)"
+    )

@@ -9,8 +9,9 @@ never by name. `Stack.close` stops everything and returns what is still alive af
 when all went well): every process a child was seen to fork, every redis-server it started.
 
 Children get the caller's environment without ``MCPQ_*``, ``REDIS_URL``, ``PORT`` and
-``WEB_CONCURRENCY``, then the private Redis, one fresh ``MCPQ_SECRET``, ``MCPQ_TOOLS``, the
-repository on ``PYTHONPATH``, ``WEB_CONCURRENCY=1``, the stack's knobs and per-child overrides.
+``WEB_CONCURRENCY``, then the private Redis, one fresh ``MCPQ_SECRET`` and ``MCPQ_DATA_KEYS``,
+``MCPQ_TOOLS``, the repository on ``PYTHONPATH``, ``WEB_CONCURRENCY=1``, the stack's knobs and
+per-child overrides.
 
 Reads (`Stack.stats`, `Stack.wait_runs`, `Child.run_endings`) go through the task store and the
 logs, for what a client cannot see (tests add raw Redis reads on top). Nothing here sleeps
@@ -45,6 +46,7 @@ from ops.processes import (
     wait_until,
 )
 from ops.redis_binary import IN_MEMORY_ARGS, RedisProcess
+from shared.sealing import new_data_key
 from shared.settings import DEFAULT_TOOLS, Settings
 from shared.store import StatsSnapshot, TaskStore, open_store
 
@@ -79,6 +81,8 @@ class Stack:
         self.knobs = dict(env or {})
         self.redis_args = tuple(redis_args)
         self.secret = secrets.token_urlsafe(32)
+        #: The stack's data key (payloads sealed at rest); a knob or override may replace it.
+        self.data_keys = new_data_key()
         self.redis_server: RedisProcess | None = None
         self.webs: list[Child] = []
         self.web_urls: list[str] = []
@@ -180,6 +184,7 @@ class Stack:
         env.update(
             REDIS_URL=self.redis_url,
             MCPQ_SECRET=self.secret,
+            MCPQ_DATA_KEYS=self.data_keys,
             MCPQ_TOOLS=self.tools,
             PYTHONPATH=os.pathsep.join(pythonpath),
             PYTHONUNBUFFERED="1",
@@ -418,7 +423,9 @@ class Stack:
     def store(self) -> TaskStore:
         """The task store of the stack (one, made on first use)."""
         if self._store is None:
-            self._store = open_store(Settings(redis_url=self.redis_url))
+            # With the children's data keys (a knob may name others): records open as theirs do.
+            keys = self.knobs.get("MCPQ_DATA_KEYS", self.data_keys)
+            self._store = open_store(Settings(redis_url=self.redis_url, data_keys=keys))
         return self._store
 
     def stats(self, queues: Sequence[str] = ()) -> StatsSnapshot:

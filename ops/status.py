@@ -1,8 +1,9 @@
 """``mcpq status``: the deployment at a glance, read from Redis and Celery.
 
 Queue depths per queue, live workers (our heartbeat list and a Celery ping), task counts by
-state, parked tasks, outstanding input requests and the age of the oldest unfinished task. It
-prints no task ids: storage refs and ids are never shown.
+state, parked tasks, outstanding input requests, tasks failed because their runs kept losing
+their worker (by tool) and the age of the oldest unfinished task. It prints no task ids: storage
+refs and ids are never shown.
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ def render(status: Status) -> str:
     lines.append(f"  {'input requests waiting':<24} {snap.inputs:>8}")
     for kind, by_tool in snap.totals.items():
         lines.append(f"  {kind + ' (total)':<24} {sum(by_tool.values()):>8}")
+    # Which tools kill their workers (MCPQ_MAX_RUNS): the one count an operator acts on by tool.
+    for tool, count in sorted(snap.totals.get("poisoned", {}).items()):
+        lines.append(f"    {tool:<22} {count:>8}")
     age = "-" if snap.oldest_created_ms is None else f"{round(snap.oldest_unfinished_s, 1)}s"
     lines.append(f"oldest unfinished task: {age} ({snap.unfinished} unfinished)")
     return "\n".join(lines)

@@ -6,9 +6,9 @@ cannot get code run in a worker. Knobs derived from ours (the visibility timeout
 
 from __future__ import annotations
 
-import ssl
 from typing import Any
 
+from shared.redis_tls import redis_tls
 from shared.settings import Settings
 
 
@@ -20,12 +20,13 @@ def broker_is_store(settings: Settings) -> bool:
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
-    tls: dict[str, Any] = {}
-    if settings.redis_url.startswith("rediss://") and not settings.redis_tls_verify:
-        tls = {"broker_use_ssl": {"ssl_cert_reqs": ssl.CERT_NONE}}
+    tls = redis_tls(settings)
     return {
-        **tls,
-        "broker_url": settings.redis_url,
+        # Always set for rediss:// (kombu told nothing does not verify), never for redis://
+        # (there a dict would turn TLS on). The URL loses its ssl_cert_reqs: kombu would let it
+        # replace these options whole, CA and host-name check included.
+        "broker_use_ssl": tls.kombu(),
+        "broker_url": tls.url,
         # Task state lives in our store; Celery's result backend would be a second truth.
         "result_backend": None,
         "task_ignore_result": True,

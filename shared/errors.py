@@ -6,6 +6,7 @@ subclass) and serialised in exactly one place, the frontend's error responder.
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from shared.protocol import TASKS_EXTENSION
@@ -96,8 +97,29 @@ def invalid_params(message: str) -> McpError:
     return McpError(INVALID_PARAMS, message)
 
 
+def new_error_id() -> str:
+    """A random name for one unexpected error: the client's message carries it instead of the
+    exception's text (which may hold internals), and our log line carries it next to the
+    traceback, so an operator finds the one from the other. Random, so it says nothing else."""
+    return secrets.token_hex(8)
+
+
+def internal_error(error_id: str) -> McpError:
+    """The web tier's answer to its own unexpected exception: -32603, no detail but the id."""
+    return McpError(INTERNAL_ERROR, f"Internal error (error id {error_id})")
+
+
+def tool_crash_text(tool: str, error_id: str) -> str:
+    """What the client reads when a tool raised something other than ``ToolError``."""
+    return f"internal error in tool {tool} (error id {error_id})"
+
+
 class ToolError(Exception):
-    """Raised by a tool to end with a tool-level error: ``completed`` with ``isError: true``."""
+    """Raised by a tool to end with a tool-level error: ``completed`` with ``isError: true``.
+
+    Its message is meant for the model and reaches the client as it is; any other exception a
+    tool raises reaches it only as :func:`tool_crash_text` (its details stay in the worker's log).
+    """
 
 
 class ProtocolError(Exception):

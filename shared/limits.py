@@ -2,12 +2,14 @@
 
 Everything here ends up in Redis (arguments, capabilities, answers, results, step values, status
 messages) or in a parser's recursion (nesting depth), so each has a bound (``shared.settings``:
-``MCPQ_MAX_*``). The web tier turns a :class:`LimitExceeded` into -32602; a worker turns an
-oversized result or step value into a tool error, and shortens a status message.
+``MCPQ_MAX_*``). The web tier turns a :class:`LimitExceeded` into -32602 (-32600 for a body
+nested too deep, refused before parsing); a worker turns an oversized result or step value into
+a tool error, and shortens a status message.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -42,9 +44,33 @@ def depth(value: Any) -> int:
     return deepest
 
 
-def check_depth(value: Any, limit: int) -> None:
-    if (found := depth(value)) > limit:
-        raise LimitExceeded(f"JSON nests {found} levels deep, over MCPQ_MAX_JSON_DEPTH ({limit})")
+#: A JSON string (escapes honoured; an unterminated one runs to the end) or one bracket. Strings
+#: are matched whole so that brackets inside them never count; the rest is skipped in C.
+_STRUCTURE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
+_OPENERS = frozenset(b"[{")
+
+
+def check_raw_depth(raw: bytes, limit: int) -> None:
+    """Refuse ``raw`` JSON that nests deeper than ``limit``, *before* it is parsed.
+
+    A parser recurses (orjson gives up past 1024 levels, and anything that walks its result
+    recurses again), so the bound must hold on the bytes: one linear scan counting ``[``/``{``
+    outside strings. Invalid JSON is left to the parser; this only says "too deep"."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return  # cannot nest deeper than it has openers: the common case, two passes in C
+    level = 0
+    for match in _STRUCTURE.finditer(raw):
+        token = match.group()
+        if len(token) != 1 or token == b'"':
+            continue  # a string
+        if token[0] in _OPENERS:
+            level += 1
+            if level > limit:
+                raise LimitExceeded(
+                    f"JSON nests more than {limit} levels deep, over MCPQ_MAX_JSON_DEPTH ({limit})"
+                )
+        elif level:
+            level -= 1
 
 
 def shorten(text: str, limit: int) -> str:

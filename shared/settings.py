@@ -30,6 +30,21 @@ def _optional_int(raw: str) -> int | None:
     return None if value in {"", "null", "none", "unlimited"} else int(value)
 
 
+def _ttl_ms(raw: str) -> int:
+    # A task whose TTL is 0 or less would expire the moment it is created.
+    value = int(raw)
+    if value <= 0:
+        raise ValueError(f"must be a positive number of milliseconds: {raw!r}")
+    return value
+
+
+def _optional_ttl_ms(raw: str) -> int | None:
+    value = _optional_int(raw)
+    if value is not None and value <= 0:
+        raise ValueError(f"must be a positive number of milliseconds, or null (unlimited): {raw!r}")
+    return value
+
+
 def _non_negative(raw: str) -> float:
     value = float(raw)
     if not value >= 0:
@@ -78,6 +93,9 @@ class Settings:
     #: name ``DEFAULT_TOOLS``, the bundled demo and conformance tools, themselves).
     tools: tuple[str, ...] = field(default=(), metadata={"env": "MCPQ_TOOLS", "parse": _csv})
     secret: str = field(default="", metadata={"env": "MCPQ_SECRET"})
+    #: Keys sealing task payloads at rest (``shared.sealing``), or ``plaintext``; checked by
+    #: ``ops.preflight``. Never shown (``repr``): it holds keys.
+    data_keys: str = field(default="", repr=False, metadata={"env": "MCPQ_DATA_KEYS"})
     auth: tuple[str, ...] = field(default=(), metadata={"env": "MCPQ_AUTH", "parse": _auth_modes})
     resource_url: str = field(default="", metadata={"env": "MCPQ_RESOURCE_URL"})
     oauth_issuer: str = field(default="", metadata={"env": "MCPQ_OAUTH_ISSUER"})
@@ -105,7 +123,7 @@ class Settings:
     create_burst: int = field(default=40, metadata={"env": "MCPQ_CREATE_BURST", "parse": _limit})
     key_prefix: str = field(default="mcpq", metadata={"env": "MCPQ_KEY_PREFIX"})
     default_ttl_ms: int | None = field(
-        default=3_600_000, metadata={"env": "MCPQ_DEFAULT_TTL_MS", "parse": _optional_int}
+        default=3_600_000, metadata={"env": "MCPQ_DEFAULT_TTL_MS", "parse": _optional_ttl_ms}
     )
     poll_interval_ms: int = field(
         default=1000, metadata={"env": "MCPQ_POLL_INTERVAL_MS", "parse": int}
@@ -113,7 +131,9 @@ class Settings:
     sync_timeout_s: float = field(
         default=60.0, metadata={"env": "MCPQ_SYNC_TIMEOUT_S", "parse": float}
     )
-    sync_ttl_ms: int = field(default=600_000, metadata={"env": "MCPQ_SYNC_TTL_MS", "parse": int})
+    sync_ttl_ms: int = field(
+        default=600_000, metadata={"env": "MCPQ_SYNC_TTL_MS", "parse": _ttl_ms}
+    )
     require_task_name: bool = field(
         default=False, metadata={"env": "MCPQ_REQUIRE_TASK_NAME", "parse": _bool}
     )
@@ -128,6 +148,29 @@ class Settings:
     )
     allowed_origins: tuple[str, ...] = field(
         default=(), metadata={"env": "MCPQ_ALLOWED_ORIGINS", "parse": _csv}
+    )
+    #: ``Host`` names ``/mcp`` answers to (``name`` or ``name:port``; ``*``: any); empty: the
+    #: loopback names. The host of ``MCPQ_RESOURCE_URL`` is always allowed (DNS rebinding).
+    allowed_hosts: tuple[str, ...] = field(
+        default=(), metadata={"env": "MCPQ_ALLOWED_HOSTS", "parse": _csv}
+    )
+    #: Written by the web's gunicorn worker from the addresses gunicorn binds, never by hand:
+    #: loopback ``Origin``s (``http://localhost:*``) are accepted only on a loopback-only bind.
+    loopback_bind: bool = field(
+        default=False, metadata={"env": "MCPQ_LOOPBACK_BIND", "parse": _bool}
+    )
+    #: The uvicorn worker's bounds on a request's head (request line and headers) and on how
+    #: long a client may take to send its head and its body (slow clients hold connections);
+    #: 0 turns one off.
+    max_header_bytes: int = field(
+        default=32 * 1024, metadata={"env": "MCPQ_MAX_HEADER_BYTES", "parse": _limit}
+    )
+    max_headers: int = field(default=100, metadata={"env": "MCPQ_MAX_HEADERS", "parse": _limit})
+    header_timeout_s: float = field(
+        default=10.0, metadata={"env": "MCPQ_HEADER_TIMEOUT_S", "parse": _non_negative}
+    )
+    body_timeout_s: float = field(
+        default=30.0, metadata={"env": "MCPQ_BODY_TIMEOUT_S", "parse": _non_negative}
     )
     max_body_bytes: int = field(
         default=4 * 1024 * 1024, metadata={"env": "MCPQ_MAX_BODY_BYTES", "parse": int}
@@ -163,6 +206,9 @@ class Settings:
     max_run_s: float = field(
         default=3600.0, metadata={"env": "MCPQ_MAX_RUN_S", "parse": _non_negative}
     )
+    #: Runs of one task that may lose their worker (lease expired unfinished) before the task
+    #: fails instead of running again (a tool that kills its worker); 0: no limit.
+    max_runs: int = field(default=3, metadata={"env": "MCPQ_MAX_RUNS", "parse": _limit})
     unclaimed_after_s: float = field(
         default=30.0, metadata={"env": "MCPQ_UNCLAIMED_AFTER_S", "parse": float}
     )
@@ -189,6 +235,18 @@ class Settings:
     worker_metrics_port: int = field(
         default=0, metadata={"env": "MCPQ_WORKER_METRICS_PORT", "parse": int}
     )
+    #: Loopback by default: the worker's metrics have no login.
+    worker_metrics_address: str = field(
+        default="127.0.0.1", metadata={"env": "MCPQ_WORKER_METRICS_ADDRESS"}
+    )
+    #: The bearer token the web tier's ``/metrics`` asks for; unset, ``/metrics`` is off (404).
+    metrics_token: str = field(default="", repr=False, metadata={"env": "MCPQ_METRICS_TOKEN"})
+    #: Where ``mcpq flower`` listens: loopback unless told otherwise, and never anywhere else
+    #: without Flower's own login (``FLOWER_BASIC_AUTH`` or ``FLOWER_AUTH``), which Flower reads
+    #: itself; mcpq reads them only to check that one is set.
+    flower_address: str = field(default="127.0.0.1", metadata={"env": "MCPQ_FLOWER_ADDRESS"})
+    flower_basic_auth: str = field(default="", repr=False, metadata={"env": "FLOWER_BASIC_AUTH"})
+    flower_auth: str = field(default="", repr=False, metadata={"env": "FLOWER_AUTH"})
     prometheus_multiproc_dir: str = field(default="", metadata={"env": "PROMETHEUS_MULTIPROC_DIR"})
     ready_worker_window_s: float = field(
         default=15.0, metadata={"env": "MCPQ_READY_WORKER_WINDOW_S", "parse": float}
@@ -200,6 +258,8 @@ class Settings:
     redis_tls_verify: bool = field(
         default=True, metadata={"env": "MCPQ_REDIS_TLS_VERIFY", "parse": _bool}
     )
+    #: A PEM CA bundle trusted for ``rediss://`` besides the system's (``shared.redis_tls``).
+    redis_tls_ca: str = field(default="", metadata={"env": "MCPQ_REDIS_TLS_CA"})
     log_format: str = field(default="json", metadata={"env": "MCPQ_LOG_FORMAT"})
     log_level: str = field(default="INFO", metadata={"env": "MCPQ_LOG_LEVEL"})
     server_name: str = field(default="mcpq", metadata={"env": "MCPQ_SERVER_NAME"})

@@ -177,6 +177,10 @@ def _args_model(name: str, fn: Callable[..., Any]) -> type[pydantic.BaseModel]:
 _MARK = "__mcpq_tool__"
 
 
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def tool(
     name: str | None = None,
     *,
@@ -199,6 +203,12 @@ def tool(
             raise ValueError(f"reserved tool name: {tool_name}")
         if max_run_s is not None and not max_run_s >= 0:
             raise ValueError(f"{tool_name}: max_run_s must be 0 (no limit) or more seconds")
+        # A task whose TTL is 0 or less would expire the moment it is created.
+        if ttl_ms is not _UNSET and ttl_ms is not None and not _positive_int(ttl_ms):
+            raise ValueError(
+                f"{tool_name}: ttl_ms must be a positive number of milliseconds, "
+                f"or None (unlimited), not {ttl_ms!r}"
+            )
         spec = Tool(
             tool_name,
             description or inspect.getdoc(fn) or tool_name,

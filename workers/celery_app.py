@@ -16,7 +16,7 @@ from typing import Any
 from celery import Celery, Task, signals
 from celery.exceptions import Ignore
 
-from shared import logs
+from shared import logs, redis_tls
 from shared.celery_config import broker_is_store, celery_config
 from shared.jobs import read_run
 from shared.settings import Settings
@@ -118,6 +118,13 @@ def hand_back_runs() -> None:
         handed = _deps[1].leases.hand_back_all()
         if handed:
             log.info("handed %d runs back", handed)
+
+
+@signals.celeryd_after_setup.connect
+def _warn_unverified_tls(**_: Any) -> None:
+    """Once per worker node (its main process, logging set up, before it connects)."""
+    if warning := redis_tls.startup_warning(settings):
+        log.warning(warning)
 
 
 @signals.worker_ready.connect

@@ -2,7 +2,8 @@
 
 Pool processes record into prometheus-client's multiprocess directory (``mcpq worker`` sets
 ``PROMETHEUS_MULTIPROC_DIR``); the worker's main process serves them on
-``MCPQ_WORKER_METRICS_PORT`` when it is set.
+``MCPQ_WORKER_METRICS_PORT`` when it is set, bound to ``MCPQ_WORKER_METRICS_ADDRESS`` (loopback
+unless told otherwise: the endpoint has no login).
 """
 
 from __future__ import annotations
@@ -40,4 +41,6 @@ def serve(settings: Settings) -> None:
     if settings.prometheus_multiproc_dir:
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-    start_http_server(settings.worker_metrics_port, registry=registry)
+    start_http_server(
+        settings.worker_metrics_port, addr=settings.worker_metrics_address, registry=registry
+    )

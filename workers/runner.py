@@ -3,6 +3,10 @@
 Outcomes map to the spec: a returned value or an exception inside the tool is ``completed``
 (the latter with ``isError: true``); a :class:`shared.errors.ProtocolError` is ``failed`` with a
 JSON-RPC ``error``. Every terminal write is fenced by the run's generation.
+
+Only a ``ToolError``'s text (written for the model) reaches the client; any other exception
+reaches it as a generic text with a random error id, and the worker logs the traceback with that
+id (no arguments, no taskId), because an exception's text can carry internals.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from shared.errors import (
     StoreUnavailable,
     TaskCancelled,
     ToolError,
+    new_error_id,
     rpc_error,
+    tool_crash_text,
 )
 from shared.jobs import Run
 from shared.limits import LimitExceeded, check_bytes
@@ -76,9 +82,10 @@ def _outcome(
         raise
     except ProtocolError as exc:
         return TaskStatus.FAILED, exc.to_error(), exc.message
-    except Exception as exc:
-        log.exception("tool %s raised", tool)
-        return TaskStatus.COMPLETED, error_result(f"{type(exc).__name__}: {exc}").dump(), ""
+    except Exception:
+        error_id = new_error_id()
+        log.exception("tool %s raised", tool, extra={"tool": tool, "error_id": error_id})
+        return TaskStatus.COMPLETED, error_result(tool_crash_text(tool, error_id)).dump(), ""
 
 
 def run_task(deps: RunDeps, run: Run, control: RunControl) -> str:
@@ -99,6 +106,13 @@ def run_task(deps: RunDeps, run: Run, control: RunControl) -> str:
 def _run(deps: RunDeps, ref: str, control: RunControl) -> str:
     s, store = deps.settings, deps.store
     claim = store.claim(ref, int(s.lease_s * 1000))
+    if claim.unreadable:
+        # Its payloads do not open with this process's MCPQ_DATA_KEYS (logged by the store,
+        # with the key id). This worker may be the one misconfigured (a rolling deploy that has
+        # not reached it): the claim is left to expire, unrun, so the sweeper sends the run
+        # again and a worker holding the key takes it; a key nobody holds ends the task failed
+        # after MCPQ_MAX_RUNS such claims, like any run that keeps losing its worker.
+        return "unreadable"
     if claim.reply is not Reply.OK or claim.record is None:
         return claim.reply.lower()  # busy, parked, terminal, gone: this run must not start
     record, gen = claim.record, claim.gen

@@ -1,6 +1,8 @@
 """The recovery sweeper: re-enqueues runs whose lease expired (a dead worker), tasks that were
 persisted but never enqueued (a web process that died in between), and enqueued runs no worker
-started (a worker killed after taking the message).
+started (a worker killed after taking the message). A task whose runs lost their worker
+``MCPQ_MAX_RUNS`` times (a tool that kills the process running it) is failed instead: re-run, it
+would take down a worker per lease until its TTL, forever without one.
 
 It runs as a thread inside every worker's main process; a Redis lock lets one sweep at a time
 across the whole deployment, so no extra process type is needed. Duplicates it might cause are
@@ -14,12 +16,35 @@ import threading
 
 from celery import Celery
 
-from shared.errors import StoreUnavailable
+from shared.errors import INTERNAL_ERROR, StoreUnavailable, rpc_error
 from shared.jobs import Run, send_run
+from shared.logs import task_hash
 from shared.settings import Settings
-from shared.store import TaskStore, open_store
+from shared.store import Due, Reply, TaskStatus, TaskStore, open_store
 
 log = logging.getLogger("mcpq.sweeper")
+
+
+def poisoned_message(tool: str, max_runs: int) -> str:
+    """The status message (and error message) of a task failed for its lost runs."""
+    return f"Tool {tool} was stopped after {max_runs} runs that lost their worker (MCPQ_MAX_RUNS)"
+
+
+def _fail_poisoned(store: TaskStore, item: Due) -> bool:
+    """Fail a poisoned task, shown like any failed run (``error`` and ``statusMessage``).
+    Fenced by the generation the sweep found: if a run claimed the task since (a stale
+    duplicate message), that run goes on, and is counted if it loses its worker too. Once the
+    task is terminal, a straggling run's writes answer TERMINAL and its renewal stops it."""
+    message = poisoned_message(item.tool, store.max_runs)
+    error = rpc_error(INTERNAL_ERROR, message)
+    reply = store.finish(item.ref, item.gen, TaskStatus.FAILED, error, message, poisoned=True)
+    if reply is not Reply.OK:
+        return False
+    log.warning(
+        "task failed: its runs kept losing their worker (MCPQ_MAX_RUNS)",
+        extra={"task": task_hash(item.ref), "tool": item.tool, "transition": "failed"},
+    )
+    return True
 
 
 def sweep_once(app: Celery, store: TaskStore, settings: Settings) -> int:
@@ -34,11 +59,16 @@ def sweep_once(app: Celery, store: TaskStore, settings: Settings) -> int:
         # message lost here (broker down, this process killed) is found again next time.
         due = store.sweep(int(settings.unclaimed_after_s * 1000))
         for item in due:
+            if item.poisoned:
+                # Not sent again; a sweeper that dies before this finds it again (re-armed).
+                _fail_poisoned(store, item)
+                continue
             send_run(app, Run(item.tool, item.ref, item.queue or settings.default_queue))
             store.mark_enqueued(item.ref, int(settings.requeue_unstarted_s * 1000))
-    if due:
-        log.warning("sweeper re-enqueued %d run(s)", len(due))
-    return len(due)
+    sent = sum(1 for item in due if not item.poisoned)
+    if sent:
+        log.warning("sweeper re-enqueued %d run(s)", sent)
+    return sent
 
 
 def _loop(app: Celery, settings: Settings, node: str, stop: threading.Event) -> None:

@@ -26,11 +26,12 @@ from frontend.services import DISCONNECTED, REQUEST_ID, Services
 from frontend.streams import StreamReply
 from shared import jsonutil
 from shared.errors import (
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     McpError,
+    internal_error,
+    new_error_id,
 )
 from shared.limits import LimitExceeded, check_bytes
 from shared.protocol import (
@@ -155,8 +156,10 @@ class LegacyEndpoint:
         except LimitExceeded as exc:
             return self.reply(rpc.id, error=McpError(INVALID_PARAMS, f"Invalid params: {exc}"))
         except Exception:
-            log.exception("unhandled error", extra={"method": rpc.method})
-            return self.reply(rpc.id, error=McpError(INTERNAL_ERROR, "Internal error"))
+            # As in the 2026-07-28 endpoint: the traceback to our log, an id to the client.
+            error_id = new_error_id()
+            log.exception("unhandled error", extra={"method": rpc.method, "error_id": error_id})
+            return self.reply(rpc.id, error=internal_error(error_id))
         if isinstance(result, StreamReply):
             return HttpReply(200, b"", "text/event-stream", stream=result.events)
         return self.reply(rpc.id, result=result)

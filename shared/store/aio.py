@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 
-from shared import jsonutil
 from shared.errors import TaskNotFound
 from shared.jobs import Message
 from shared.store import apikeys, calls, listing, scripts, sessions, stats
@@ -21,6 +20,7 @@ from shared.store.calls import Answered, Cancelled, NewTask, PipelineCall, Scrip
 from shared.store.errors import store_errors
 from shared.store.keys import Keys
 from shared.store.listing import Listed, Position
+from shared.store.payloads import PLAIN, Payloads
 from shared.store.records import TaskRecord
 from shared.store.sessions import Outgoing, Session
 from shared.store.stats import StatsSnapshot
@@ -30,9 +30,13 @@ T = TypeVar("T")
 
 
 class AsyncTaskStore:
-    def __init__(self, client: aioredis.Redis, keys: Keys | None = None) -> None:
+    def __init__(
+        self, client: aioredis.Redis, keys: Keys | None = None, payloads: Payloads = PLAIN
+    ) -> None:
         self._redis = client
         self._keys = keys or Keys()
+        #: Seals and opens payloads (``MCPQ_DATA_KEYS``; ``open_async_store`` passes them).
+        self._payloads = payloads
         self._wakeups = AsyncWakeups(client, self._keys)
         self._scripts = {
             name: client.register_script(scripts.source(name)) for name in scripts.NAMES
@@ -70,7 +74,9 @@ class AsyncTaskStore:
         ``createdAt`` (ms), or ``None`` if the ref exists already. Raises
         :class:`~shared.store.calls.Refused` when ``admit`` refuses it (quota, rate, a replayed
         state): then nothing was written, and nothing sent."""
-        call = calls.create(self._keys, task, unclaimed_ms, admit, message, start_within_ms)
+        call = calls.create(
+            self._keys, task, unclaimed_ms, admit, message, start_within_ms, self._payloads
+        )
         return await self.run(call)
 
     async def mark_enqueued(self, ref: str, start_within_ms: int) -> bool:
@@ -79,10 +85,11 @@ class AsyncTaskStore:
     async def answer(
         self, ref: str, owner: str, answers: dict[str, Any], unclaimed_ms: int
     ) -> Answered:
-        return await self.run(calls.answer(self._keys, ref, owner, answers, unclaimed_ms))
+        call = calls.answer(self._keys, ref, owner, answers, unclaimed_ms, self._payloads)
+        return await self.run(call)
 
     async def cancel(self, ref: str, owner: str, message: str) -> Cancelled:
-        return await self.run(calls.cancel(self._keys, ref, owner, message))
+        return await self.run(calls.cancel(self._keys, ref, owner, message, self._payloads))
 
     async def get(self, ref: str, owner: str) -> tuple[TaskRecord, dict[str, Any]]:
         """The task and its outstanding input requests, in one round trip (one script, so the
@@ -93,8 +100,8 @@ class AsyncTaskStore:
         if found is None:
             raise TaskNotFound()
         task, inputs = found
-        requests = {key: jsonutil.loads(raw) for key, raw in inputs.items()}
-        return TaskRecord.from_hash(ref, task), requests
+        requests = self._payloads.load_entries(self._keys.inputs(ref), inputs)
+        return TaskRecord.from_hash(ref, task, self._payloads), requests
 
     # -- push: the changes the scripts publish ---------------------------------------------------
     @contextlib.asynccontextmanager
@@ -117,10 +124,11 @@ class AsyncTaskStore:
 
     # -- 2025-era sessions ----------------------------------------------------------------------
     async def open_session(self, session: Session, ttl_ms: int) -> None:
-        await self.pipeline(sessions.open_session(self._keys, session, ttl_ms))
+        await self.pipeline(sessions.open_session(self._keys, session, ttl_ms, self._payloads))
 
     async def touch_session(self, sref: str, ttl_ms: int) -> Session | None:
-        return await self.pipeline(sessions.touch_session(self._keys, sref, ttl_ms))
+        call = sessions.touch_session(self._keys, sref, ttl_ms, self._payloads)
+        return await self.pipeline(call)
 
     async def end_session(self, sref: str) -> bool:
         return await self.pipeline(sessions.end_session(self._keys, sref))
@@ -159,7 +167,7 @@ class AsyncTaskStore:
 
     async def listed(self, scope: str, ref: str, owner: str) -> Listed | None:
         """One task of a listing scope with its id, or ``None`` when it is gone or not there."""
-        found, _ = await self.pipeline(listing.read(self._keys, scope, [ref]))
+        found, _ = await self.pipeline(listing.read(self._keys, scope, [ref], self._payloads))
         return found[0] if found and found[0].record.owner == owner else None
 
     async def list_page(
@@ -173,7 +181,7 @@ class AsyncTaskStore:
             if not candidates:
                 return page, None
             refs = [ref for ref, _ in candidates]
-            found, gone = await self.pipeline(listing.read(self._keys, scope, refs))
+            found, gone = await self.pipeline(listing.read(self._keys, scope, refs, self._payloads))
             if gone:
                 await self.pipeline(listing.forget(self._keys, scope, gone))
             for item in found:

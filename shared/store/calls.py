@@ -8,13 +8,14 @@ strings are read.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from shared import jsonutil
 from shared.jobs import Message
 from shared.store.keys import Keys
+from shared.store.payloads import PLAIN, Payloads, UnreadablePayload
 from shared.store.records import TaskRecord
 from shared.store.states import Reply, TaskStatus
 
@@ -91,12 +92,15 @@ class Refused(Exception):
 @dataclass(frozen=True)
 class Claim:
     """``claim``: OK with the run's generation, the task and its delivered answers; else why not
-    (GONE, TERMINAL, BUSY, PARKED)."""
+    (GONE, TERMINAL, BUSY, PARKED). ``answers`` are as stored (sealed: a run reads them opened
+    through ``request_input``). ``unreadable``: claimed (``gen`` holds), but the task's payloads
+    do not open with this process's ``MCPQ_DATA_KEYS`` (``record`` is ``None``)."""
 
     reply: Reply
     gen: int = 0
     record: TaskRecord | None = None
     answers: dict[str, str] | None = None
+    unreadable: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,11 +140,15 @@ class Cancelled:
 
 @dataclass(frozen=True)
 class Due:
-    """A run the sweeper must enqueue again."""
+    """A run the sweeper must enqueue again, or (``poisoned``) a task it must fail instead:
+    its runs lost their worker ``MCPQ_MAX_RUNS`` times. ``gen``: the generation found, which
+    fences that failure (a run that claimed the task since wins)."""
 
     ref: str
     tool: str
     queue: str
+    poisoned: bool = False
+    gen: int = dataclasses.field(default=0, compare=False)
 
 
 def _pairs(flat: Sequence[str]) -> dict[str, str]:
@@ -177,6 +185,7 @@ def create(
     admit: Admission | None = None,
     message: Message | None = None,
     start_within_ms: int = 0,
+    payloads: Payloads = PLAIN,
 ) -> ScriptCall[int | None]:
     """``message``: the run's broker message, pushed in the same script (the broker is this
     Redis); the run must then start within ``start_within_ms``. ``None``: the caller sends it
@@ -184,9 +193,9 @@ def create(
     fields = {
         "queue": t.queue,
         "owner": t.owner,
-        "args": jsonutil.dumps(t.arguments),
-        "caps": jsonutil.dumps(t.caps),
-        "pre": jsonutil.dumps(t.pre or {}),
+        "args": payloads.field(t.ref, "args", t.arguments),
+        "caps": payloads.field(t.ref, "caps", t.caps),
+        "pre": payloads.field(t.ref, "pre", t.pre or {}),
         "sync": "1" if t.sync else "0",
         "poll_ms": str(t.poll_ms),
         "ttl_ms": "" if t.ttl_ms is None else str(t.ttl_ms),
@@ -208,19 +217,30 @@ def mark_enqueued(k: Keys, ref: str, start_within_ms: int) -> ScriptCall[bool]:
     return ScriptCall("mark_enqueued", keys, [ref, start_within_ms], lambda r: int(r) == 1)
 
 
-def _parse_claim(ref: str) -> Callable[[list[Any]], Claim]:
+def _parse_claim(ref: str, payloads: Payloads) -> Callable[[list[Any]], Claim]:
     def parse(reply: list[Any]) -> Claim:
         if reply[0] != Reply.OK:
             return Claim(_reply(reply))
-        record = TaskRecord.from_hash(ref, _pairs(reply[2]))
-        return Claim(Reply.OK, int(reply[1]), record, _pairs(reply[3]))
+        gen = int(reply[1])
+        try:
+            record = TaskRecord.from_hash(ref, _pairs(reply[2]), payloads)
+        except UnreadablePayload:
+            # The claim happened (this run holds the lease until it expires): the runner
+            # leaves it to expire unrun, a lost run that MCPQ_MAX_RUNS bounds (workers/runner.py).
+            return Claim(Reply.OK, gen, unreadable=True)
+        return Claim(Reply.OK, gen, record, _pairs(reply[3]))
 
     return parse
 
 
-def claim(k: Keys, ref: str, lease_ms: int) -> ScriptCall[Claim]:
+def claim(
+    k: Keys, ref: str, lease_ms: int, payloads: Payloads = PLAIN, *, max_lost: int = 0
+) -> ScriptCall[Claim]:
+    """``max_lost``: a task whose runs lost their worker that often is not run again
+    (POISONED; the sweeper fails it); 0: no limit."""
     keys = [k.task(ref), k.answers(ref), k.leases, k.unclaimed]
-    return ScriptCall("claim", keys, [ref, lease_ms], _parse_claim(ref))
+    args: list[Arg] = [ref, lease_ms, max_lost]
+    return ScriptCall("claim", keys, args, _parse_claim(ref, payloads))
 
 
 def _parse_renewal(reply: list[Any]) -> Renewal:
@@ -231,23 +251,32 @@ def renew(k: Keys, ref: str, gen: int, lease_ms: int) -> ScriptCall[Renewal]:
     return ScriptCall("renew", [k.task(ref), k.leases], [ref, gen, lease_ms], _parse_renewal)
 
 
-def report(k: Keys, ref: str, gen: int, message: str) -> ScriptCall[Reply]:
-    return ScriptCall("report", [k.task(ref)], [gen, message], _reply)
+def report(
+    k: Keys, ref: str, gen: int, message: str, payloads: Payloads = PLAIN
+) -> ScriptCall[Reply]:
+    sealed = payloads.field(ref, "msg", message)
+    return ScriptCall("report", [k.task(ref)], [gen, sealed], _reply)
 
 
-def _parse_poll(reply: list[Any]) -> InputPoll:
-    if reply[0] != Reply.OK:
-        return InputPoll(_reply(reply))
-    answers = {key: jsonutil.loads(v) for key, v in _pairs(reply[2:]).items()}
-    return InputPoll(Reply.OK, int(reply[1]), answers)
+def _parse_poll(k: Keys, ref: str, payloads: Payloads) -> Callable[[list[Any]], InputPoll]:
+    def parse(reply: list[Any]) -> InputPoll:
+        if reply[0] != Reply.OK:
+            return InputPoll(_reply(reply))
+        answers = payloads.load_entries(k.answers(ref), _pairs(reply[2:]))
+        return InputPoll(Reply.OK, int(reply[1]), answers)
+
+    return parse
 
 
-def request_input(k: Keys, ref: str, gen: int, requests: dict[str, Any]) -> ScriptCall[InputPoll]:
+def request_input(
+    k: Keys, ref: str, gen: int, requests: dict[str, Any], payloads: Payloads = PLAIN
+) -> ScriptCall[InputPoll]:
     # Every key the run asks for goes in, answered or not: the script answers the ones it has
-    # (a replay is never asked twice) and adds only the missing ones.
-    flat = [x for key, req in requests.items() for x in (key, jsonutil.dumps(req))]
+    # (a replay is never asked twice) and adds only the missing ones. Each request is sealed
+    # for the inputs hash, under its key; the script only stores it (HSETNX), never reads it.
+    flat = payloads.dump_entries(k.inputs(ref), requests)
     keys = [k.task(ref), k.inputs(ref), k.answers(ref), k.stats]
-    return ScriptCall("request_input", keys, [gen, *flat], _parse_poll)
+    return ScriptCall("request_input", keys, [gen, *flat], _parse_poll(k, ref, payloads))
 
 
 def _parse_answered(reply: list[Any]) -> Answered:
@@ -255,9 +284,16 @@ def _parse_answered(reply: list[Any]) -> Answered:
 
 
 def answer(
-    k: Keys, ref: str, owner: str, answers: dict[str, Any], unclaimed_ms: int
+    k: Keys,
+    ref: str,
+    owner: str,
+    answers: dict[str, Any],
+    unclaimed_ms: int,
+    payloads: Payloads = PLAIN,
 ) -> ScriptCall[Answered]:
-    flat = [x for key, value in answers.items() for x in (key, jsonutil.dumps(value))]
+    # Sealed for the answers hash: answer.lua stores each value as it is (HSET by key), and
+    # request_input.lua hands it back to the run, which opens it.
+    flat = payloads.dump_entries(k.answers(ref), answers)
     keys = [k.task(ref), k.inputs(ref), k.answers(ref), k.wake(ref), k.unclaimed, k.stats]
     return ScriptCall("answer", keys, [owner, ref, unclaimed_ms, *flat], _parse_answered)
 
@@ -268,8 +304,18 @@ def park(k: Keys, ref: str, gen: int) -> ScriptCall[Reply]:
 
 
 def finish(
-    k: Keys, ref: str, gen: int, status: TaskStatus, payload: dict[str, Any], message: str
+    k: Keys,
+    ref: str,
+    gen: int,
+    status: TaskStatus,
+    payload: dict[str, Any],
+    message: str,
+    payloads: Payloads = PLAIN,
+    *,
+    poisoned: bool = False,
 ) -> ScriptCall[Reply]:
+    """``poisoned``: the sweeper fails a task whose runs kept losing their worker (also
+    counted as ``poisoned:<tool>``)."""
     status = TaskStatus(status)
     if status not in {TaskStatus.COMPLETED, TaskStatus.FAILED}:
         raise ValueError(f"a run finishes completed or failed, not {status}")
@@ -277,7 +323,9 @@ def finish(
     keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.leases, k.unclaimed]
     # The stats hash is always a script's last key: _prelude.lua's stat() writes KEYS[#KEYS].
     keys += [k.active, k.expiry, k.stats]
-    args: list[Arg] = [ref, gen, status.value, field, jsonutil.dumps(payload), message]
+    sealed = payloads.field(ref, field, payload)
+    args: list[Arg] = [ref, gen, status.value, field, sealed, payloads.field(ref, "msg", message)]
+    args.append("poisoned" if poisoned else "")
     return ScriptCall("finish", keys, args, _reply)
 
 
@@ -298,31 +346,44 @@ def read(k: Keys, ref: str, owner: str) -> ScriptCall[tuple[dict[str, str], dict
     return ScriptCall("read", [k.task(ref), k.inputs(ref)], [owner], parse)
 
 
-def cancel(k: Keys, ref: str, owner: str, message: str) -> ScriptCall[Cancelled]:
+def cancel(
+    k: Keys, ref: str, owner: str, message: str, payloads: Payloads = PLAIN
+) -> ScriptCall[Cancelled]:
     keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.leases, k.unclaimed]
     keys += [k.active, k.expiry, k.stats]
-    return ScriptCall("cancel", keys, [owner, ref, message], _parse_cancelled)
+    sealed = payloads.field(ref, "msg", message)
+    return ScriptCall("cancel", keys, [owner, ref, sealed], _parse_cancelled)
 
 
 def release(k: Keys, ref: str, gen: int) -> ScriptCall[Reply]:
     return ScriptCall("release", [k.task(ref), k.leases, k.unclaimed], [ref, gen], _reply)
 
 
-def save_step(k: Keys, ref: str, gen: int, name: str, value: Any) -> ScriptCall[tuple[Reply, Any]]:
+def save_step(
+    k: Keys, ref: str, gen: int, name: str, value: Any, payloads: Payloads = PLAIN
+) -> ScriptCall[tuple[Reply, Any]]:
+    key = k.steps(ref)
+
     def parse(r: list[str]) -> tuple[Reply, Any]:
         reply = _reply(r)
-        return (reply, jsonutil.loads(r[1]) if reply is Reply.OK else None)
+        # The value stored first (HSETNX): maybe another run's, sealed under its own nonce.
+        return (reply, payloads.load(r[1], key, name) if reply is Reply.OK else None)
 
-    args: list[Arg] = [gen, name, jsonutil.dumps(value)]
+    args: list[Arg] = [gen, name, payloads.dump(value, key, name)]
     return ScriptCall("save_step", [k.task(ref), k.steps(ref)], args, parse)
 
 
-def sweep(k: Keys, unclaimed_ms: int, batch: int) -> ScriptCall[list[Due]]:
+def sweep(k: Keys, unclaimed_ms: int, batch: int, max_lost: int = 0) -> ScriptCall[list[Due]]:
+    """``max_lost``: lost runs after which a task is returned poisoned (0: never)."""
+
     def parse(r: list[str]) -> list[Due]:
-        return [Due(r[i], r[i + 1], r[i + 2]) for i in range(0, len(r), 3)]
+        return [
+            Due(r[i], r[i + 1], r[i + 2], r[i + 4] == "1", int(r[i + 3] or 0))
+            for i in range(0, len(r), 5)
+        ]
 
     keys = [k.leases, k.unclaimed, k.active, k.expiry]
-    return ScriptCall("sweep", keys, [k.task_prefix, unclaimed_ms, batch], parse)
+    return ScriptCall("sweep", keys, [k.task_prefix, unclaimed_ms, batch, max_lost], parse)
 
 
 def unlock(k: Keys, name: str, token: str) -> ScriptCall[bool]:

@@ -13,18 +13,19 @@ import redis.asyncio as aioredis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
+from shared.redis_tls import redis_tls
 from shared.settings import Settings
 from shared.store.aio import AsyncTaskStore
 from shared.store.keys import Keys
+from shared.store.payloads import Payloads
 from shared.store.sync import TaskStore
 
 
-def tls_options(settings: Settings) -> dict[str, Any]:
-    """``rediss://`` without certificate checks when MCPQ_REDIS_TLS_VERIFY=false (Heroku Redis
-    presents a self-signed certificate and its URL cannot be edited)."""
-    if settings.redis_url.startswith("rediss://") and not settings.redis_tls_verify:
-        return {"ssl_cert_reqs": None}
-    return {}
+def _url_and_tls(settings: Settings) -> tuple[str, dict[str, Any]]:
+    """The URL to connect to and redis-py's TLS options (``shared.redis_tls``: verified by
+    default). The URL loses its ``ssl_cert_reqs``: redis-py would let it override the options."""
+    tls = redis_tls(settings)
+    return tls.url, tls.redis_py()
 
 
 SYNC_POOL_SIZE = 64
@@ -36,9 +37,10 @@ default pool (100, then an error) would."""
 
 def sync_client(settings: Settings, *, block_s: float = 0.0) -> redis.Redis:
     timeout = settings.redis_timeout_s + block_s
+    url, tls = _url_and_tls(settings)
     pool = redis.BlockingConnectionPool.from_url(
-        settings.redis_url,
-        **tls_options(settings),
+        url,
+        **tls,
         max_connections=SYNC_POOL_SIZE,
         timeout=settings.redis_timeout_s,
         decode_responses=True,
@@ -59,9 +61,10 @@ past its size."""
 
 def async_client(settings: Settings) -> aioredis.Redis:
     """The web tier's client: fails fast (one retry) so a Redis outage answers 503 quickly."""
+    url, tls = _url_and_tls(settings)
     pool = aioredis.BlockingConnectionPool.from_url(
-        settings.redis_url,
-        **tls_options(settings),
+        url,
+        **tls,
         max_connections=ASYNC_POOL_SIZE,
         timeout=settings.redis_timeout_s,
         decode_responses=True,
@@ -73,11 +76,19 @@ def async_client(settings: Settings) -> aioredis.Redis:
     return aioredis.Redis.from_pool(pool)  # the client owns (and closes) its pool
 
 
+def payloads(settings: Settings) -> Payloads:
+    """How this deployment stores payloads (``MCPQ_DATA_KEYS``): built once per store, so each
+    key's AES-GCM object is made once per process. Raises ``DataKeyError`` when malformed."""
+    return Payloads.from_setting(settings.data_keys, Keys(settings.key_prefix))
+
+
 def open_store(settings: Settings) -> TaskStore:
     """The synchronous store (workers, the sweeper, ``mcpq status``). Waiting runs do not
     block on it: they share a pub/sub connection (``shared.store.wakeups``)."""
-    return TaskStore(sync_client(settings), Keys(settings.key_prefix))
+    keys = Keys(settings.key_prefix)
+    return TaskStore(sync_client(settings), keys, payloads(settings), max_runs=settings.max_runs)
 
 
 def open_async_store(settings: Settings) -> AsyncTaskStore:
-    return AsyncTaskStore(async_client(settings), Keys(settings.key_prefix))
+    keys = Keys(settings.key_prefix)
+    return AsyncTaskStore(async_client(settings), keys, payloads(settings))

@@ -15,7 +15,8 @@ Schema (``<p>`` = ``{mcpq}``):
 ``<p>:t:<ref>``             hash   the task: status, msg, created_ms, updated_ms, ttl_ms,
                                    expire_at, poll_ms, tool, queue, args, owner, caps, pre,
                                    sync, gen (fencing), lease (ms), parked, runs, sends
-                                   (messages sent since the last claim), result, error,
+                                   (messages sent since the last claim), lost (runs whose
+                                   lease expired unfinished), result, error,
                                    reports (``ctx.report`` count), push (a channel),
                                    answered (1 once the answers hash exists)
 ``<p>:t:<ref>:in``          hash   outstanding input requests: key -> request JSON
@@ -39,7 +40,8 @@ Schema (``<p>`` = ``{mcpq}``):
                                    once enqueued, started (claimed); claim removes it
 ``<p>:active``              zset   ref -> createdAt (ms) of every non-terminal task
 ``<p>:expiry``              zset   ref -> expire-at (ms) of non-terminal tasks with a TTL
-``<p>:stats``               hash   counters: created|completed|failed|cancelled:<tool>;
+``<p>:stats``               hash   counters: created|completed|failed|cancelled:<tool>,
+                                   poisoned:<tool> (failed for lost runs);
                                    gauges: state:input_required, parked,
                                    inputs (outstanding input requests)
 ``<p>:workers``             zset   worker node name -> last heartbeat (ms)
@@ -54,6 +56,10 @@ Schema (``<p>`` = ``{mcpq}``):
 ``<p>:k``                   zset   key id -> created_ms of every API key (``mcpq keys list``)
 ``<p>:lock:<name>``         str    a lock (``sweeper``): its holder's token, with a TTL
 ==========================  =====  ===========================================================
+
+Payloads are sealed (``payloads``, ``MCPQ_DATA_KEYS``): the task's args, caps, pre, result,
+error and msg, every value of ``:in``, ``:ans`` and ``:steps``, a session's caps. Everything a
+script reads stays plain.
 
 Every per-task key expires with the task (``expire_at`` = createdAt + ttlMs). The indexes, the
 stats and the worker list are global; index entries leave when their task ends. A lock expires

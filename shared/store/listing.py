@@ -13,6 +13,7 @@ from typing import Any
 
 from shared.store.calls import PipelineCall, Queue, ScriptCall
 from shared.store.keys import Keys
+from shared.store.payloads import PLAIN, Payloads
 from shared.store.records import TaskRecord
 
 #: Entries read per page beyond the page size, to step over tasks that are gone.
@@ -68,7 +69,9 @@ def _hgetall(key: str) -> Queue:
     return lambda p: p.hgetall(key)
 
 
-def read(k: Keys, scope: str, refs: list[str]) -> PipelineCall[tuple[list[Listed], list[str]]]:
+def read(
+    k: Keys, scope: str, refs: list[str], payloads: Payloads = PLAIN
+) -> PipelineCall[tuple[list[Listed], list[str]]]:
     """The tasks and ids of ``refs`` in order, and the refs whose task is gone."""
     ids_key = k.listing_ids(scope)
     commands: list[Queue] = [lambda p: p.hmget(ids_key, refs)] if refs else []
@@ -81,7 +84,7 @@ def read(k: Keys, scope: str, refs: list[str]) -> PipelineCall[tuple[list[Listed
         listed, gone = [], []
         for ref, task_id, h in zip(refs, ids, hashes, strict=True):
             if h and task_id:
-                listed.append(Listed(str(task_id), TaskRecord.from_hash(ref, h)))
+                listed.append(Listed(str(task_id), TaskRecord.from_hash(ref, h, payloads)))
             else:
                 gone.append(ref)
         return listed, gone

@@ -5,12 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared import jsonutil
+from shared.store.payloads import PLAIN, Payloads
 from shared.store.states import TERMINAL, TaskStatus
-
-
-def _json(raw: str | None, default: Any) -> Any:
-    return default if not raw else jsonutil.loads(raw)
 
 
 @dataclass
@@ -38,8 +34,10 @@ class TaskRecord:
     error: dict[str, Any] | None = None
 
     @classmethod
-    def from_hash(cls, ref: str, h: dict[str, str]) -> TaskRecord:
+    def from_hash(cls, ref: str, h: dict[str, str], payloads: Payloads = PLAIN) -> TaskRecord:
+        """``payloads`` opens the sealed fields (raises ``UnreadablePayload`` if one does not)."""
         ttl = h.get("ttl_ms", "")
+        opened = payloads.open_task(ref, h)
         return cls(
             ref=ref,
             status=TaskStatus(h["status"]),
@@ -49,17 +47,17 @@ class TaskRecord:
             poll_ms=int(h.get("poll_ms") or 1000),
             tool=h.get("tool", ""),
             queue=h.get("queue", ""),
-            message=h.get("msg", ""),
+            message=opened.get("msg", ""),
             owner=h.get("owner", ""),
-            arguments=_json(h.get("args"), {}),
-            caps=_json(h.get("caps"), {}),
-            pre=_json(h.get("pre"), {}),
+            arguments=opened.get("args", {}),
+            caps=opened.get("caps", {}),
+            pre=opened.get("pre", {}),
             sync=h.get("sync") == "1",
             gen=int(h.get("gen") or 0),
             runs=int(h.get("runs") or 0),
             reports=int(h.get("reports") or 0),
-            result=_json(h.get("result"), None),
-            error=_json(h.get("error"), None),
+            result=opened.get("result", None),
+            error=opened.get("error", None),
         )
 
     @property

@@ -29,6 +29,7 @@ NAMES = (
     "unlock",
     "list_add",
     "read",
+    "reseal",
 )
 
 

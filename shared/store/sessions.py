@@ -16,6 +16,7 @@ from typing import Any
 from shared import jsonutil
 from shared.store.calls import PipelineCall, Queue
 from shared.store.keys import Keys
+from shared.store.payloads import PLAIN, Payloads
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,9 @@ class Session:
     scope: str  # the tasks/list scope of its tasks
 
     @classmethod
-    def from_hash(cls, sref: str, h: dict[str, str]) -> Session:
-        return cls(sref, h["version"], jsonutil.loads(h["caps"]), h["principal"], h["scope"])
+    def from_hash(cls, sref: str, h: dict[str, str], key: str, payloads: Payloads) -> Session:
+        caps = payloads.load(h["caps"], key, "caps")
+        return cls(sref, h["version"], caps, h["principal"], h["scope"])
 
 
 @dataclass(frozen=True)
@@ -49,14 +51,17 @@ def _pexpire(key: str, ttl_ms: int) -> Queue:
     return lambda p: p.pexpire(key, ttl_ms)
 
 
-def open_session(k: Keys, session: Session, ttl_ms: int) -> PipelineCall[None]:
+def open_session(
+    k: Keys, session: Session, ttl_ms: int, payloads: Payloads = PLAIN
+) -> PipelineCall[None]:
+    key = k.session(session.sref)
     fields = {
         "version": session.version,
-        "caps": jsonutil.dumps(session.caps),
+        # The client's declared capabilities: what it sent, so sealed like a task's `caps`.
+        "caps": payloads.dump(session.caps, key, "caps"),
         "principal": session.principal,
         "scope": session.scope,
     }
-    key = k.session(session.sref)
     commands: list[Queue] = [
         lambda p: p.hset(key, mapping=fields),
         lambda p: p.pexpire(key, ttl_ms),
@@ -64,14 +69,16 @@ def open_session(k: Keys, session: Session, ttl_ms: int) -> PipelineCall[None]:
     return PipelineCall(commands, lambda replies: None)
 
 
-def touch_session(k: Keys, sref: str, ttl_ms: int) -> PipelineCall[Session | None]:
+def touch_session(
+    k: Keys, sref: str, ttl_ms: int, payloads: Payloads = PLAIN
+) -> PipelineCall[Session | None]:
     """The session, its TTL slid forward (all its keys), or ``None`` when unknown or expired."""
     keys = _keys(k, sref)
     commands: list[Queue] = [lambda p: p.hgetall(keys[0])]
     commands += [_pexpire(key, ttl_ms) for key in keys]
 
     def parse(replies: list[Any]) -> Session | None:
-        return Session.from_hash(sref, replies[0]) if replies[0] else None
+        return Session.from_hash(sref, replies[0], keys[0], payloads) if replies[0] else None
 
     return PipelineCall(commands, parse)
 

@@ -40,3 +40,4 @@ class Reply(StrEnum):
     WOKEN = "WOKEN"  # answer: all answered; the waiting run was woken
     RESUME = "RESUME"  # answer: all answered; the task was parked and must be enqueued
     CANCELLED = "CANCELLED"  # cancel: the task is now cancelled
+    POISONED = "POISONED"  # claim: its runs kept losing their worker; the sweeper fails it

@@ -16,7 +16,9 @@ from typing import Any
 from shared.store.calls import PipelineCall, Queue
 from shared.store.keys import Keys
 
-OUTCOMES = ("created", "completed", "failed", "cancelled")
+#: Counters by tool in the stats hash (``<kind>:<tool>``). ``poisoned``: failed because its runs
+#: kept losing their worker (``MCPQ_MAX_RUNS``), counted under ``failed`` too.
+OUTCOMES = ("created", "completed", "failed", "cancelled", "poisoned")
 _WORKER_MEMORY_MS = 24 * 3600 * 1000  # a node silent for a day leaves the worker list
 
 

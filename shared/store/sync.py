@@ -15,8 +15,7 @@ from typing import Any, TypeVar
 
 import redis
 
-from shared import jsonutil
-from shared.store import calls, scripts, stats
+from shared.store import calls, rotation, scripts, stats
 from shared.store.calls import (
     Claim,
     Due,
@@ -27,6 +26,7 @@ from shared.store.calls import (
 )
 from shared.store.errors import store_errors
 from shared.store.keys import Keys
+from shared.store.payloads import PLAIN, Payloads
 from shared.store.records import TaskRecord
 from shared.store.states import Reply, TaskStatus
 from shared.store.stats import StatsSnapshot
@@ -37,9 +37,21 @@ T = TypeVar("T")
 class TaskStore:
     """Short calls only: nothing here blocks waiting for a change (``shared.store.wakeups``)."""
 
-    def __init__(self, client: redis.Redis, keys: Keys | None = None) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys | None = None,
+        payloads: Payloads = PLAIN,
+        *,
+        max_runs: int = 0,
+    ) -> None:
         self._redis = client
         self._keys = keys or Keys()
+        #: Runs of a task that may lose their worker before ``claim`` stops running it and
+        #: ``sweep`` reports it poisoned (``MCPQ_MAX_RUNS``; 0: no limit).
+        self.max_runs = max_runs
+        #: Seals and opens payloads (``MCPQ_DATA_KEYS``; ``open_store`` passes them).
+        self._payloads = payloads
         self._scripts = {
             name: client.register_script(scripts.source(name)) for name in scripts.NAMES
         }
@@ -72,7 +84,8 @@ class TaskStore:
 
     # -- a worker's run --------------------------------------------------------------------------
     def claim(self, ref: str, lease_ms: int) -> Claim:
-        return self.run(calls.claim(self._keys, ref, lease_ms))
+        call = calls.claim(self._keys, ref, lease_ms, self._payloads, max_lost=self.max_runs)
+        return self.run(call)
 
     def renew(self, ref: str, gen: int, lease_ms: int) -> Renewal:
         return self.run(calls.renew(self._keys, ref, gen, lease_ms))
@@ -82,32 +95,43 @@ class TaskStore:
         return self.run_many([calls.renew(self._keys, ref, gen, lease_ms) for ref, gen in runs])
 
     def report(self, ref: str, gen: int, message: str) -> Reply:
-        return self.run(calls.report(self._keys, ref, gen, message))
+        return self.run(calls.report(self._keys, ref, gen, message, self._payloads))
 
     def request_input(self, ref: str, gen: int, requests: dict[str, Any]) -> InputPoll:
-        return self.run(calls.request_input(self._keys, ref, gen, requests))
+        return self.run(calls.request_input(self._keys, ref, gen, requests, self._payloads))
 
     def park(self, ref: str, gen: int) -> Reply:
         return self.run(calls.park(self._keys, ref, gen))
 
     def finish(
-        self, ref: str, gen: int, status: TaskStatus, payload: dict[str, Any], message: str = ""
+        self,
+        ref: str,
+        gen: int,
+        status: TaskStatus,
+        payload: dict[str, Any],
+        message: str = "",
+        *,
+        poisoned: bool = False,
     ) -> Reply:
-        return self.run(calls.finish(self._keys, ref, gen, status, payload, message))
+        call = calls.finish(
+            self._keys, ref, gen, status, payload, message, self._payloads, poisoned=poisoned
+        )
+        return self.run(call)
 
     def release(self, ref: str, gen: int) -> Reply:
         return self.run(calls.release(self._keys, ref, gen))
 
     def save_step(self, ref: str, gen: int, name: str, value: Any) -> tuple[Reply, Any]:
-        return self.run(calls.save_step(self._keys, ref, gen, name, value))
+        return self.run(calls.save_step(self._keys, ref, gen, name, value, self._payloads))
 
     def step_value(self, ref: str, name: str) -> tuple[bool, Any]:
         """A memoized step's value, if stored (a plain read: the step's writer is fenced)."""
         # NOTE: a value read here may be stale only if another run stored it meanwhile, and
         # save_step keeps the first value stored: both runs end up with the same one.
+        key = self._keys.steps(ref)
         with store_errors():
-            raw = self._redis.hget(self._keys.steps(ref), name)
-        return (False, None) if raw is None else (True, jsonutil.loads(str(raw)))
+            raw = self._redis.hget(key, name)
+        return (False, None) if raw is None else (True, self._payloads.load(str(raw), key, name))
 
     def status(self, ref: str) -> TaskStatus | None:
         """The task's status; ``None`` once it is gone (expired)."""
@@ -119,11 +143,14 @@ class TaskStore:
         """The task as stored; ``None`` once it is gone (benchmarks and operators read it)."""
         with store_errors():
             stored = self._redis.hgetall(self._keys.task(ref))
-        return TaskRecord.from_hash(ref, stored) if stored else None  # type: ignore[arg-type]
+        if not stored:
+            return None
+        return TaskRecord.from_hash(ref, stored, self._payloads)  # type: ignore[arg-type]
 
     # -- recovery: the sweeper ------------------------------------------------------------------
     def sweep(self, unclaimed_ms: int, batch: int = 100) -> list[Due]:
-        return self.run(calls.sweep(self._keys, unclaimed_ms, batch))
+        """Runs to enqueue again, and tasks to fail (``poisoned``: see ``max_runs``)."""
+        return self.run(calls.sweep(self._keys, unclaimed_ms, batch, self.max_runs))
 
     def mark_enqueued(self, ref: str, start_within_ms: int) -> bool:
         return self.run(calls.mark_enqueued(self._keys, ref, start_within_ms))
@@ -150,3 +177,20 @@ class TaskStore:
     # -- operators ------------------------------------------------------------------------------
     def stats(self, queues: list[str]) -> StatsSnapshot:
         return self.pipeline(stats.snapshot(self._keys, queues))
+
+    def rotate_data(self, batch: int = 200) -> rotation.Rotation:
+        """Re-encrypt every payload not under the current data key (``mcpq keys rotate-data``;
+        see ``shared.store.rotation``): ``batch`` keys per SCAN step and round trip."""
+        report = rotation.Rotation()
+        with store_errors():  # the SCAN steps and the reads (run_many maps its own)
+            for found in rotation.scan(self._redis, self._keys, batch):
+                held = [key for key in found if rotation.sealed_fields(self._keys, key) is not None]
+                pipe = self._redis.pipeline(transaction=False)
+                for key in held:
+                    pipe.hgetall(key)
+                stored = dict(zip(held, pipe.execute(), strict=True))
+                writes = rotation.plan(self._payloads, self._keys, stored, report)
+                for call, written in zip(writes, self.run_many(writes), strict=True):
+                    report.resealed += written
+                    report.changed += len(call.args) // 3 - written
+        return report

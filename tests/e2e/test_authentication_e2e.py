@@ -25,6 +25,7 @@ from tests.support.issuer import LocalIssuer
 from tests.support.stacks import LiveStack
 
 RESOURCE = "https://mcp.example.test/mcp"
+METRICS_TOKEN = "auth-metrics-token-2f6b"
 METADATA = "https://mcp.example.test/.well-known/oauth-protected-resource/mcp"
 APPROVE = {"service": "billing", "version": "1.2.3"}
 
@@ -48,6 +49,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, issuer: LocalIssuer) -> Iter
         "MCPQ_MAX_SYNC_CALLS": "1",
         "MCPQ_INPUT_HOLD_S": "1",
         "MCPQ_POLL_INTERVAL_MS": "200",
+        "MCPQ_METRICS_TOKEN": METRICS_TOKEN,
     }
     running = LiveStack("auth", tmp_path_factory.mktemp("auth-stack"), tools=DEFAULT_TOOLS, env=env)
     running.start(webs=2, workers=1)
@@ -186,7 +188,9 @@ def test_a_flooding_principal_gets_429_and_another_is_unaffected(
         assert first.error["data"]["retryAfterMs"] > 0
     with client(stack, issuer.token("calm", RESOURCE), replica=1) as calm:
         assert calm.call_tool("greet", {"name": "calm"}).status == 200
-    metrics = httpx.get(stack.url(0).removesuffix("/mcp") + "/metrics", timeout=10).text
+    scrape = {"Authorization": f"Bearer {METRICS_TOKEN}"}
+    metrics_url = stack.url(0).removesuffix("/mcp") + "/metrics"
+    metrics = httpx.get(metrics_url, headers=scrape, timeout=10).text
     assert 'mcpq_limit_rejections_total{limit="rate"}' in metrics
 
 

@@ -41,7 +41,12 @@ pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 
 # A short keep-alive: the blocked tasks/result's reader checks its deadline (and whether the test
 # gave up) on every line, so it never outlives a failed test by more than a few seconds.
-KILL_KNOBS = {"MCPQ_LEASE_S": "2", "MCPQ_SSE_KEEPALIVE_S": "2"}
+METRICS_TOKEN = "faults-metrics-token-8e21"
+KILL_KNOBS = {
+    "MCPQ_LEASE_S": "2",
+    "MCPQ_SSE_KEEPALIVE_S": "2",
+    "MCPQ_METRICS_TOKEN": METRICS_TOKEN,
+}
 VERSION = "2025-11-25"
 ACCEPT = "application/json, text/event-stream"
 TOOL = "step_then_sleep"
@@ -176,7 +181,7 @@ def _victim_and_survivor(stack: Stack, ref: str) -> tuple[Child, Child]:
 
 
 def _metric(url: str, name: str, **labels: str) -> float:
-    response = httpx.get(url, timeout=10)
+    response = httpx.get(url, headers={"Authorization": f"Bearer {METRICS_TOKEN}"}, timeout=10)
     assert response.status_code == 200, response.text
     for family in text_string_to_metric_families(response.text):
         for sample in family.samples:
@@ -293,12 +298,13 @@ def test_legacy_task_survives_sigkill_of_its_worker(make_stack: MakeStack, tmp_p
     # Counted like any other task: once created, once completed, under its tool's name.
     snap = stack.stats()
     counts = {kind: by_tool.get(TOOL, 0) for kind, by_tool in snap.totals.items()}
-    assert counts == {"created": 1, "completed": 1, "failed": 0, "cancelled": 0}, snap.totals
+    want = {"created": 1, "completed": 1, "failed": 0, "cancelled": 0, "poisoned": 0}
+    assert counts == want, snap.totals
     assert set(open_gauges(stack).values()) == {0}, open_gauges(stack)
     metrics = f"{stack.web_urls[0]}/metrics"
     for kind, want in counts.items():
         got = _metric(metrics, f"mcpq_tasks_{kind}_total", tool=TOOL)
         assert got == want, f"/metrics mcpq_tasks_{kind}_total{{tool={TOOL!r}}} = {got}"
     out, totals = _status_totals(stack)
-    assert totals == {"created": 1, "completed": 1, "failed": 0, "cancelled": 0}, out
+    assert totals == want, out
     assert task_id not in out and ref not in out, "mcpq status shows no task ids"

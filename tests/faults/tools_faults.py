@@ -13,6 +13,7 @@ interleave.
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -80,3 +81,18 @@ def hang_forever(ctx: ToolContext, calls: str) -> str:
     ctx.report("about to hang")
     threading.Event().wait()  # never set: only the watchdog ends this run
     return "unreachable"
+
+
+@tool(
+    task="optional",
+    description="Test-only: ends the process running it at once (os._exit), as a crash would.",
+)
+def exit_worker(ctx: ToolContext, calls: str) -> str:
+    append_line(calls, "call")
+    os._exit(1)  # no cleanup, no finish, no hand-back: the run loses its worker
+
+
+@tool(task="optional", description="Test-only: reports progress, then asks one question.")
+def report_then_ask(ctx: ToolContext, calls: str) -> str:
+    ctx.report("preparing the question")
+    return _ask(ctx, calls, "after-report")

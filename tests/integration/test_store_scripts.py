@@ -374,13 +374,13 @@ def test_finish_completed_stores_the_result_and_clears_the_run(store, tasks) -> 
     assert in_index(store, store.keys.leases, ref) is None
 
 
-def test_finish_failed_stores_the_error_and_keeps_the_message(store, tasks) -> None:
+def test_finish_failed_stores_the_error_and_drops_the_progress_text(store, tasks) -> None:
     ref, gen = tasks.running()
     store.report(ref, gen, "working hard")
     assert store.finish(ref, gen, "failed", ERROR) == "OK"
     record = store.record(ref)
     assert record is not None
-    assert (record.status, record.error, record.message) == ("failed", ERROR, "working hard")
+    assert (record.status, record.error, record.message) == ("failed", ERROR, "")
     assert record.result is None
 
 

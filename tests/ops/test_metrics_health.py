@@ -25,6 +25,7 @@ from tests.support.stacks import FAST_KNOBS, LiveStack
 pytestmark = [pytest.mark.ops, pytest.mark.timeout(150)]
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+METRICS_TOKEN = "metrics-health-token-3c9e"
 
 
 class MetricsStack(LiveStack):
@@ -33,7 +34,7 @@ class MetricsStack(LiveStack):
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetricsStack]:
-    env = {**FAST_KNOBS, "WEB_CONCURRENCY": "2"}
+    env = {**FAST_KNOBS, "WEB_CONCURRENCY": "2", "MCPQ_METRICS_TOKEN": METRICS_TOKEN}
     workdir = tmp_path_factory.mktemp("metrics-stack")
     running = MetricsStack("metrics", workdir, tools=OPS_TOOLS, env=env)
     try:
@@ -57,7 +58,10 @@ def client(stack: MetricsStack) -> Iterator[OpsClient]:
 
 
 def scrape(url: str) -> Samples:
-    response = httpx.get(url, timeout=10)
+    """A scrape as Prometheus makes it: the web tier's /metrics wants its bearer token (the
+    worker's endpoint, on loopback, ignores it)."""
+    headers = {"Authorization": f"Bearer {METRICS_TOKEN}"}
+    response = httpx.get(url, headers=headers, timeout=10)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
     return {

@@ -40,6 +40,7 @@ from ops.processes import (
 from ops.redis_binary import IN_MEMORY_ARGS, RedisProcess
 from ops.stack import REPO, Child, multiproc_dir
 from shared.request_state import new_secret
+from shared.sealing import new_data_key
 from shared.store import task_ref
 from tests.ops.ops_harness import OPS_TOOLS, Flower, OpsClient, wait_flower_sees
 from tests.support.stacks import FAST_KNOBS
@@ -113,7 +114,7 @@ def procfile_with_ports(workdir: Path, ports: dict[str, int], env: dict[str, str
 
 def dotenv_values(redis_url: str) -> dict[str, str]:
     """The developer's ``.env``: ``.env.example`` (if the repository has one) with this test's
-    Redis, a secret, the ops test tools and Flower's API opened."""
+    Redis, a secret, a data key, the ops test tools and Flower's API opened."""
     values: dict[str, str] = {}
     example = REPO / ".env.example"
     if example.exists():
@@ -124,6 +125,7 @@ def dotenv_values(redis_url: str) -> dict[str, str]:
     values.update(
         REDIS_URL=redis_url,
         MCPQ_SECRET=new_secret(),
+        MCPQ_DATA_KEYS=new_data_key(),
         MCPQ_TOOLS=OPS_TOOLS,
         FLOWER_UNAUTHENTICATED_API="true",
     )

@@ -372,4 +372,7 @@ SETTINGS = Settings(
     sync_timeout_s=2.0,
     tools=(),
     server_name="mcpq-unit",
+    # A server as `mcpq dev` runs it (bound to loopback), addressed by falcon.testing's Host.
+    allowed_hosts=("falconframework.org",),
+    loopback_bind=True,
 )

@@ -25,20 +25,19 @@ def test_depth() -> None:
     assert depth(nested(5000)) == 5000  # no recursion, so no RecursionError
 
 
-def test_deep_json_is_32602_naming_the_setting(make_mcp: Callable[..., Mcp]) -> None:
+def test_deep_json_is_32600_naming_the_setting(make_mcp: Callable[..., Mcp]) -> None:
     mcp = make_mcp(max_json_depth=10)
     reply = mcp.call("echo", {"text": "x", "times": 1}, extra={"deep": nested(20)})
-    assert reply.code() == (400, -32602)
+    assert reply.code() == (400, -32600)
     assert "MCPQ_MAX_JSON_DEPTH (10)" in reply.error["message"]
-    assert reply.body["id"] == 1
+    assert reply.body["id"] is None  # refused on the bytes: nothing was parsed
     assert mcp.producer.calls == []
-    # Deeper than any encoder writes: a body built by hand, 300 and 5000 levels deep. The first
-    # is caught by the depth check; the second by the JSON parser's own limit (-32700). Neither
-    # reaches anything that recurses.
-    for levels, code in ((300, -32602), (5000, -32700)):
+    # Deeper than any encoder writes: bodies built by hand, past orjson's own limits (255 to
+    # write, 1024 to read). The bytes are refused before any parser recurses.
+    for levels in (300, 1024, 5000):
         params = "[" * levels + "1" + "]" * levels
         body = f'{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"x":{params}}}}}'
-        assert mcp.raw(body.encode()).code() == (400, code), levels
+        assert mcp.raw(body.encode()).code() == (400, -32600), levels
 
 
 def test_oversized_arguments_are_32602(make_mcp: Callable[..., Mcp]) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from ops import cli, commands
 from shared.request_state import parse_secrets
+from shared.sealing import new_data_key
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parents[2]
@@ -32,7 +33,7 @@ class Recorder:
 
 
 #: What a deployment must set for ``mcpq web`` on a public address to start at all.
-BASE = {"MCPQ_TOOLS": "tools.demo", "MCPQ_AUTH": "none"}
+BASE = {"MCPQ_TOOLS": "tools.demo", "MCPQ_AUTH": "none", "MCPQ_DATA_KEYS": new_data_key()}
 
 
 def run(argv: list[str], environ: Mapping[str, str] | None = None) -> list[str]:
@@ -100,9 +101,10 @@ def test_an_unknown_pool_is_a_bad_environment(capsys: pytest.CaptureFixture[str]
 
 def test_flower_defaults_to_5555_unless_port_is_set() -> None:
     flower = [PY, "-m", "celery", "-A", "workers.celery_app", "flower"]
-    assert run(["flower"]) == [*flower, "--port=5555"]
-    assert run(["flower"], {"PORT": "6001"}) == [*flower, "--port=6001"]
-    assert run(["flower", "--port", "7001"], {"PORT": "6001"}) == [*flower, "--port=7001"]
+    loopback = "--address=127.0.0.1"
+    assert run(["flower"]) == [*flower, "--port=5555", loopback]
+    assert run(["flower"], {"PORT": "6001"}) == [*flower, "--port=6001", loopback]
+    assert run(["flower", "--port", "7001"], {"PORT": "6001"}) == [*flower, "--port=7001", loopback]
 
 
 @pytest.mark.parametrize(
@@ -156,7 +158,9 @@ def test_dev_children_are_mcpq_commands_of_the_same_interpreter() -> None:
         *mcpq, "web", "--port", "8123", "--host", "127.0.0.1"
     ]  # fmt: skip
     assert commands.dev_worker_command() == [*mcpq, "worker"]
-    assert commands.dev_flower_command(5556) == [*mcpq, "flower", "--port", "5556"]
+    assert commands.dev_flower_command(5556) == [
+        *mcpq, "flower", "--port", "5556", "--address", "127.0.0.1"
+    ]  # fmt: skip
 
 
 def test_gunicorn_conf_uses_the_uvicorn_worker_and_only_known_settings(
@@ -170,7 +174,7 @@ def test_gunicorn_conf_uses_the_uvicorn_worker_and_only_known_settings(
     public = {name for name in vars(conf) if not name.startswith("_")}
     imported = {"annotations", "os", "Any", "Settings"}
     assert public - imported <= known, public - imported - known
-    assert conf.worker_class == "uvicorn_worker.UvicornWorker"
+    assert conf.worker_class == "ops.uvicorn_worker.McpqUvicornWorker"
     assert conf.wsgi_app == "frontend.asgi:app"
     assert (conf.bind, conf.workers) == (["0.0.0.0:8765"], 3)
     assert 0 < conf.graceful_timeout < 30  # inside Heroku's SIGTERM-to-SIGKILL window
@@ -262,6 +266,7 @@ def test_gunicorn_refuses_a_public_bind_without_auth_too(monkeypatch: pytest.Mon
     import ops.gunicorn_conf as conf
 
     monkeypatch.setenv("MCPQ_TOOLS", "tools.demo")
+    monkeypatch.setenv("MCPQ_DATA_KEYS", new_data_key())
     monkeypatch.delenv("MCPQ_AUTH", raising=False)
     conf = importlib.reload(conf)
 

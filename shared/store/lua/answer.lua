@@ -24,7 +24,8 @@ redis.call('HSET', KEYS[1], 'updated_ms', now, 'answered', 1)
 -- Wake the run waiting for these answers (its process subscribes to the task's wake channel).
 redis.call('PUBLISH', KEYS[4], 'answer')
 if redis.call('HLEN', KEYS[2]) > 0 then publish(KEYS[1]); return {'PARTIAL'} end
-redis.call('HSET', KEYS[1], 'status', 'working')
+-- Working again: any status text of the input_required state is not shown any more.
+redis.call('HSET', KEYS[1], 'status', 'working', 'msg', '')
 publish(KEYS[1])
 stat('state:input_required', -1)
 -- A parked task has no run to wake: it goes back on the unclaimed watch list here, in the

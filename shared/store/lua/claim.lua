@@ -1,9 +1,11 @@
 -- claim: a worker takes the task for one run: new fencing generation and a lease.
 -- KEYS[1] task, KEYS[2] answers hash, KEYS[3] leases zset, KEYS[4] unclaimed zset
--- ARGV[1] ref, ARGV[2] lease ms
+-- ARGV[1] ref, ARGV[2] lease ms, ARGV[3] lost runs after which the task is not run again
+-- (0 = no limit)
 -- returns {'OK', gen, {task field/value...}, {answer key/value...}}
---      or {'GONE'|'TERMINAL'|'BUSY'|'PARKED'}
-local cur = redis.call('HMGET', KEYS[1], 'status', 'lease', 'parked', 'gen', 'runs', 'answered')
+--      or {'GONE'|'TERMINAL'|'BUSY'|'PARKED'|'POISONED'}
+local cur = redis.call('HMGET', KEYS[1], 'status', 'lease', 'parked', 'gen', 'runs', 'answered',
+                      'lost')
 if not cur[1] then
   redis.call('ZREM', KEYS[3], ARGV[1]); redis.call('ZREM', KEYS[4], ARGV[1])
   return {'GONE'}
@@ -16,11 +18,25 @@ end
 -- the first start): this one must not start. A parked task waits for answers, not a worker.
 if tonumber(cur[2]) > now then return {'BUSY'} end
 if cur[3] == '1' then return {'PARKED'} end
+-- An expired lease still set: the previous run lost its worker (finish, park and release zero
+-- it) and the sweeper has not counted it yet (sweep.lua zeroes it when it does): counted here,
+-- once. A task whose runs lost their worker often enough is not run again: it goes back on the
+-- unclaimed list, due now, and the sweeper fails it (sweep.lua returns it poisoned).
+local lost = tonumber(cur[7]) or 0
+if tonumber(cur[2]) > 0 then lost = lost + 1 end
+local max_lost = tonumber(ARGV[3])
+if max_lost > 0 and lost >= max_lost then
+  redis.call('HSET', KEYS[1], 'lost', lost, 'lease', 0)
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('ZADD', KEYS[4], now, ARGV[1])
+  return {'POISONED'}
+end
 -- The new generation fences every earlier run: their writes now answer SUPERSEDED. (Written
 -- with the lease in one HSET: this script is atomic, so read-then-write cannot race.)
 local gen = tonumber(cur[4]) + 1
 local lease = now + tonumber(ARGV[2])
-redis.call('HSET', KEYS[1], 'gen', gen, 'lease', lease, 'sends', 0, 'runs', tonumber(cur[5]) + 1)
+redis.call('HSET', KEYS[1], 'gen', gen, 'lease', lease, 'sends', 0, 'runs', tonumber(cur[5]) + 1,
+           'lost', lost)
 redis.call('ZADD', KEYS[3], lease, ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 -- Answers delivered so far (a resumed run replays them); only a task that ever got one has any.

@@ -3,20 +3,21 @@
 -- KEYS[1] task, KEYS[2] inputs, KEYS[3] wake channel (unused), KEYS[4] leases, KEYS[5] unclaimed,
 -- KEYS[6] active zset, KEYS[7] expiry zset, KEYS[8] stats
 -- ARGV[1] ref, ARGV[2] gen, ARGV[3] status, ARGV[4] field, ARGV[5] payload,
--- ARGV[6] statusMessage ('' keeps the current one)
+-- ARGV[6] statusMessage ('' clears it: a progress text does not outlive the run it described),
+-- ARGV[7] a counter to bump besides the outcome's ('poisoned' from the sweeper, else '')
 -- returns 'OK' | 'GONE' | 'SUPERSEDED' | 'TERMINAL'
 local bad, cur = fence(KEYS[1], ARGV[2], 'tool', 'push', 'expire_at')
 if bad then return bad end
 stat(ARGV[3] .. ':' .. cur[3], 1)
+if ARGV[7] ~= '' then stat(ARGV[7] .. ':' .. cur[3], 1) end
 if cur[2] == 'input_required' then
   -- Only an input_required task has outstanding requests (request_input.lua sets both).
   stat('state:input_required', -1)
   stat('inputs', -redis.call('HLEN', KEYS[2]))
   redis.call('DEL', KEYS[2])
 end
-local fields = {'status', ARGV[3], ARGV[4], ARGV[5], 'updated_ms', now, 'lease', 0}
-if ARGV[6] ~= '' then fields[#fields + 1] = 'msg'; fields[#fields + 1] = ARGV[6] end
-redis.call('HSET', KEYS[1], unpack(fields))
+redis.call('HSET', KEYS[1], 'status', ARGV[3], ARGV[4], ARGV[5], 'updated_ms', now, 'lease', 0,
+           'msg', ARGV[6])
 publish(KEYS[1], cur[4])
 redis.call('ZREM', KEYS[4], ARGV[1]); redis.call('ZREM', KEYS[5], ARGV[1])
 redis.call('ZREM', KEYS[6], ARGV[1])

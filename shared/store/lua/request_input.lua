@@ -21,10 +21,13 @@ out[2] = missing
 if added > 0 then
   expire_with_task(KEYS[1], KEYS[2])
   stat('inputs', added)
+  local fields = {'status', 'input_required', 'updated_ms', now}
   if cur[2] ~= 'input_required' then
     stat('state:input_required', 1)
+    -- A new state: the progress text of the working one is not shown with the questions.
+    fields[#fields + 1] = 'msg'; fields[#fields + 1] = ''
   end
-  redis.call('HSET', KEYS[1], 'status', 'input_required', 'updated_ms', now)
+  redis.call('HSET', KEYS[1], unpack(fields))
   publish(KEYS[1], cur[3])
 end
 return out

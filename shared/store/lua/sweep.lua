@@ -1,23 +1,41 @@
 -- sweep: find runs to enqueue again: expired leases (a dead worker) and tasks never claimed
 -- within their bound (a web process died between persisting and enqueueing). Each found task is
 -- re-armed on the unclaimed list, so it is found again if this enqueue is lost too.
+-- An expired lease is a run that lost its worker (it neither finished, parked nor was released:
+-- those zero the lease): counted in the task's `lost` field, here or in claim.lua, whichever
+-- sees it first (both zero or replace the lease, so it is counted once). A task whose `lost`
+-- reached ARGV[4] is not enqueued again: it is returned as poisoned, and the caller fails it
+-- with finish.lua, fenced by the generation returned here (a run that claimed it since wins).
+-- It stays re-armed until then, so a sweeper that dies in between leaves it to the next sweep.
 -- Also drops tasks that reached their TTL unfinished from the active and expiry indexes.
--- KEYS[1] leases zset, KEYS[2] unclaimed zset, KEYS[3] active zset, KEYS[4] expiry zset; ARGV[1] key prefix of task hashes,
--- ARGV[2] unclaimed bound ms, ARGV[3] max batch
--- returns {ref, tool, queue, ref, tool, queue, ...}
+-- KEYS[1] leases zset, KEYS[2] unclaimed zset, KEYS[3] active zset, KEYS[4] expiry zset;
+-- ARGV[1] key prefix of task hashes, ARGV[2] unclaimed bound ms, ARGV[3] max batch,
+-- ARGV[4] lost runs after which a task is poisoned (0 = never)
+-- returns {ref, tool, queue, gen, poisoned ('1' or '0'), ref, ...}
 local out = {}
+local max_lost = tonumber(ARGV[4])
 local function due(zset)
   return redis.call('ZRANGEBYSCORE', zset, '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
 end
 for _, zset in ipairs({KEYS[1], KEYS[2]}) do
   for _, ref in ipairs(due(zset)) do
-    local cur = redis.call('HMGET', ARGV[1] .. ref, 'status', 'tool', 'queue', 'lease', 'parked')
+    local key = ARGV[1] .. ref
+    local cur = redis.call('HMGET', key, 'status', 'tool', 'queue', 'lease', 'parked', 'gen', 'lost')
     redis.call('ZREM', zset, ref)
     -- Only tasks that still need a run: not ended, no live lease (the index may be stale),
     -- not parked (those wait for answers; answer.lua re-arms them).
-    if cur[1] and not TERMINAL[cur[1]] and tonumber(cur[4]) <= now and cur[5] ~= '1' then
+    local lease = tonumber(cur[4])
+    if cur[1] and not TERMINAL[cur[1]] and lease <= now and cur[5] ~= '1' then
+      local lost = tonumber(cur[7]) or 0
+      if lease > 0 then
+        lost = lost + 1
+        redis.call('HSET', key, 'lost', lost, 'lease', 0)
+      end
       redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ref)
+      local poisoned = '0'
+      if max_lost > 0 and lost >= max_lost then poisoned = '1' end
       out[#out + 1] = ref; out[#out + 1] = cur[2]; out[#out + 1] = cur[3]
+      out[#out + 1] = cur[6]; out[#out + 1] = poisoned
     end
   end
 end
