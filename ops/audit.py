@@ -2,8 +2,11 @@
 
 Audits what the lock files pin, not what happens to be installed: the Python lock
 (``requirements-dev.txt``, a superset of ``requirements.txt``) with ``pip-audit`` (no install,
-hashes required), and each npm lock (``package-lock.json`` of the conformance suite and of the
-Node client tests) with ``npm audit``. Exit status:
+hashes required; a package whose per-release document the index did not serve is checked
+through PyPI's project document, which carries the vulnerabilities of the latest release, so
+it answers for a package locked at its latest release), and each npm lock
+(``package-lock.json`` of the conformance suite and of the Node client tests) with ``npm
+audit``. Exit status:
 
 - 1: a locked package has a known vulnerability (each one is listed, with its fixed versions);
 - 2: nothing known, but some packages could not be checked (the vulnerability service did not
@@ -17,9 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,13 +93,52 @@ def _json_run(command: list[str], cwd: Path) -> tuple[int, dict[str, Any] | None
     return done.returncode, parsed if isinstance(parsed, dict) else None, done.stderr.strip()
 
 
+_SKIPPED = re.compile(r"(\S+) \(([^)\s]+)\)$")  # "...could not be audited: name (version)"
+
+
+def read_project_json(name: str, version: str, project: dict[str, Any]) -> Findings:
+    """PyPI's project document (``/pypi/<name>/json``) describes its latest release only,
+    ``vulnerabilities`` included: it answers for ``version`` when that is the latest."""
+    latest = str(project.get("info", {}).get("version", ""))
+    if latest != version:
+        return Findings(unchecked=[f"{name}=={version}: PyPI's data covers {latest} only"])
+    found = Findings(checked=1)
+    for vuln in project.get("vulnerabilities") or []:
+        if vuln.get("withdrawn"):
+            continue
+        fixes = ", ".join(vuln.get("fixed_in") or []) or "no fixed release"
+        found.vulnerable.append(f"{name}=={version}: {vuln.get('id')} (fixed in {fixes})")
+    return found
+
+
+def _from_project_json(unchecked: str) -> Findings:
+    """A package pip-audit skipped because its per-release document was not served: asked
+    again through the project document (some mirrors and proxies serve only that one)."""
+    match = _SKIPPED.search(unchecked)
+    if match is None:
+        return Findings(unchecked=[unchecked])
+    name, version = match[1], match[2]
+    url = f"https://pypi.org/pypi/{urllib.parse.quote(name)}/json"
+    try:
+        with urllib.request.urlopen(url, timeout=30) as reply:
+            project = json.load(reply)
+    except (OSError, ValueError) as exc:
+        return Findings(unchecked=[f"{unchecked} (and {url}: {exc})"])
+    return read_project_json(name, version, project)
+
+
 def audit_python(lock: Path = PYTHON_LOCK) -> Findings:
     command = [sys.executable, "-m", "pip_audit", "--format", "json", "--progress-spinner", "off"]
     command += ["--disable-pip", "--require-hashes", "-r", str(lock)]
     _, report, stderr = _json_run(command, REPO)
     if report is None:  # pip-audit itself failed (e.g. the service refused every request)
         return Findings(unchecked=[f"{lock.name}: pip-audit failed: {stderr[-300:]}"])
-    return read_pip_audit(report)
+    found = read_pip_audit(report)
+    skipped, found.unchecked = found.unchecked, []
+    with ThreadPoolExecutor(8) as pool:
+        for again in pool.map(_from_project_json, skipped):
+            found.merge(again)
+    return found
 
 
 def audit_npm(directory: Path) -> Findings:

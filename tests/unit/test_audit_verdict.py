@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ops.audit import Findings, read_npm_audit, read_pip_audit, verdict
+from ops.audit import Findings, read_npm_audit, read_pip_audit, read_project_json, verdict
 
 PIP_REPORT = {
     "dependencies": [
@@ -47,3 +47,19 @@ def test_npm_vulnerabilities_fail() -> None:
     assert found.checked == 120 and found.vulnerable == ["tests/clients/node: vite (high)"]
     assert verdict(found, require=False) == 1
     assert verdict(Findings(checked=5), require=True) == 0
+
+
+def test_pypis_project_document_answers_for_the_latest_release_only() -> None:
+    project = {
+        "info": {"version": "2.0.1"},
+        "vulnerabilities": [
+            {"id": "PYSEC-2026-1", "fixed_in": ["2.0.2"], "withdrawn": None},
+            {"id": "PYSEC-2026-2", "fixed_in": [], "withdrawn": "2026-06-01T00:00:00Z"},
+        ],
+    }
+    found = read_project_json("pkg", "2.0.1", project)
+    assert found.checked == 1
+    assert found.vulnerable == ["pkg==2.0.1: PYSEC-2026-1 (fixed in 2.0.2)"]  # not the withdrawn
+    assert verdict(found, require=False) == 1
+    older = read_project_json("pkg", "1.9", project)
+    assert older.checked == 0 and older.unchecked == ["pkg==1.9: PyPI's data covers 2.0.1 only"]
