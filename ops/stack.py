@@ -9,7 +9,7 @@ never by name. `Stack.close` stops everything and returns what is still alive af
 when all went well): every process a child was seen to fork, every redis-server it started.
 
 Children get the caller's environment without ``MCPQ_*``, ``REDIS_URL``, ``PORT`` and
-``WEB_CONCURRENCY``, then the private Redis, one fresh ``MCPQ_SECRET`` and ``MCPQ_DATA_KEYS``,
+``WEB_CONCURRENCY`` (and ``CELERY_BROKER_URL``), then the private Redis, one fresh ``MCPQ_SECRET`` and ``MCPQ_DATA_KEYS``,
 ``MCPQ_TOOLS``, the repository on ``PYTHONPATH``, ``WEB_CONCURRENCY=1``, the stack's knobs and
 per-child overrides.
 
@@ -53,7 +53,7 @@ from shared.store import StatsSnapshot, TaskStore, open_store
 START_TIMEOUT_S = 45.0
 STOP_TIMEOUT_S = 10.0
 _PORT_RACE_RETRIES = 3
-_STRIPPED_ENV = {"REDIS_URL", "PORT", "WEB_CONCURRENCY"}
+_STRIPPED_ENV = {"REDIS_URL", "CELERY_BROKER_URL", "PORT", "WEB_CONCURRENCY"}
 
 T = TypeVar("T")
 

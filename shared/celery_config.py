@@ -13,10 +13,18 @@ from shared.settings import Settings
 
 
 def broker_is_store(settings: Settings) -> bool:
-    """Whether Celery's broker is the task store's Redis (it is ``settings.redis_url``): then a
-    create may push its run's message in its own script, and workers may leave recovery of
-    taken messages to the store."""
+    """Whether Celery's broker is the task store's Redis (``CELERY_BROKER_URL`` unset, or the
+    same as ``REDIS_URL``): then a create may push its run's message in its own script, and
+    workers may leave recovery of taken messages to the store."""
+    if settings.broker_url and settings.broker_url != settings.redis_url:
+        return False
     return settings.redis_url.startswith(("redis://", "rediss://", "unix://"))
+
+
+def broker_url(settings: Settings) -> str:
+    """The URL Celery connects to: the store's Redis (with its TLS policy), or
+    ``CELERY_BROKER_URL``."""
+    return redis_tls(settings).url if broker_is_store(settings) else settings.broker_url
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -25,8 +33,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # Always set for rediss:// (kombu told nothing does not verify), never for redis://
         # (there a dict would turn TLS on). The URL loses its ssl_cert_reqs: kombu would let it
         # replace these options whole, CA and host-name check included.
-        "broker_use_ssl": tls.kombu(),
-        "broker_url": tls.url,
+        "broker_use_ssl": tls.kombu() if broker_is_store(settings) else None,
+        "broker_url": broker_url(settings),
         # Task state lives in our store; Celery's result backend would be a second truth.
         "result_backend": None,
         "task_ignore_result": True,

@@ -89,6 +89,9 @@ class Settings:
     """Every mcpq setting, with its default."""
 
     redis_url: str = field(default="redis://127.0.0.1:6379/0", metadata={"env": "REDIS_URL"})
+    #: Celery's broker when it is not the task store's Redis (RabbitMQ: ``amqp://``); empty:
+    #: ``REDIS_URL`` is both.
+    broker_url: str = field(default="", metadata={"env": "CELERY_BROKER_URL"})
     #: No default: a production server loads what it is told to (``mcpq dev`` and the tests
     #: name ``DEFAULT_TOOLS``, the bundled demo and conformance tools, themselves).
     tools: tuple[str, ...] = field(default=(), metadata={"env": "MCPQ_TOOLS", "parse": _csv})
