@@ -8,8 +8,9 @@ file in the stack's directory, and is stopped by signalling its group (SIGTERM, 
 never by name. `Stack.close` stops everything and returns what is still alive afterwards (nothing,
 when all went well): every process a child was seen to fork, every redis-server it started.
 
-Children get the caller's environment without ``MCPQ_*``, ``REDIS_URL``, ``PORT`` and
-``WEB_CONCURRENCY`` (and ``CELERY_BROKER_URL``), then the private Redis, one fresh ``MCPQ_SECRET`` and ``MCPQ_DATA_KEYS``,
+Children get the caller's environment without ``MCPQ_*``, ``REDIS_URL``,
+``CELERY_BROKER_URL``, ``PORT`` and ``WEB_CONCURRENCY``, then the private Redis, one fresh
+``MCPQ_SECRET`` and ``MCPQ_DATA_KEYS``,
 ``MCPQ_TOOLS``, the repository on ``PYTHONPATH``, ``WEB_CONCURRENCY=1``, the stack's knobs and
 per-child overrides.
 
