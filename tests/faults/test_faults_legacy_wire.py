@@ -298,13 +298,13 @@ def test_legacy_task_survives_sigkill_of_its_worker(make_stack: MakeStack, tmp_p
     # Counted like any other task: once created, once completed, under its tool's name.
     snap = stack.stats()
     counts = {kind: by_tool.get(TOOL, 0) for kind, by_tool in snap.totals.items()}
-    want = {"created": 1, "completed": 1, "failed": 0, "cancelled": 0, "poisoned": 0}
-    assert counts == want, snap.totals
+    expected = {"created": 1, "completed": 1, "failed": 0, "cancelled": 0, "poisoned": 0}
+    assert counts == expected, snap.totals
     assert set(open_gauges(stack).values()) == {0}, open_gauges(stack)
     metrics = f"{stack.web_urls[0]}/metrics"
     for kind, want in counts.items():
         got = _metric(metrics, f"mcpq_tasks_{kind}_total", tool=TOOL)
         assert got == want, f"/metrics mcpq_tasks_{kind}_total{{tool={TOOL!r}}} = {got}"
     out, totals = _status_totals(stack)
-    assert totals == want, out
+    assert totals == expected, out
     assert task_id not in out and ref not in out, "mcpq status shows no task ids"
