@@ -63,6 +63,7 @@ class RunContext:
         self._caps = client_caps
         self._max_step_bytes, self._max_message_chars = max_step_bytes, max_message_chars
         self.cancel_seen = threading.Event()  # set by the heartbeat too
+        self._stopped_by = Reply.TERMINAL  # why cancel_seen was set (see interrupt)
         # When the tool's own code last got control back from a context call; None while it is
         # inside one. One attribute, written only by the tool's thread and read whole by the
         # heartbeat's (see busy_for), so the two never see a half-made update.
@@ -178,8 +179,12 @@ class RunContext:
         again either way."""
         self._watch.wait(seconds)
 
-    def interrupt(self) -> None:
-        """The task was cancelled (the lease keeper saw it): wake the run wherever it waits."""
+    def interrupt(self, reply: Reply = Reply.TERMINAL) -> None:
+        """The lease keeper saw the task end (``TERMINAL``: a cancel) or this run lose it
+        (``SUPERSEDED``/``GONE``: taken over after its lease lapsed): wake the run wherever it
+        waits; the wait then raises what ``raise_for`` would for that reply, so a run taken
+        over ends ``superseded``, never ``cancelled`` (the task was not)."""
+        self._stopped_by = reply
         self.cancel_seen.set()
         self._watch.changed.set()
 
@@ -196,7 +201,7 @@ class RunContext:
 
     def _check(self) -> None:
         if self.cancelled:
-            raise TaskCancelled()
+            raise_for(self._stopped_by)
 
     def _poll(self, requests: dict[str, InputRequest]) -> InputPoll:
         poll = self._store.request_input(self.ref, self.gen, requests)

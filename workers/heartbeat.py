@@ -50,7 +50,8 @@ class KeptRun:
 
     ref: str
     gen: int
-    on_cancel: Callable[[], None]
+    #: The task ended (``TERMINAL``: a cancel) or this run lost it (``SUPERSEDED``, ``GONE``).
+    on_cancel: Callable[[Reply], None]
     terminate: Callable[[], None]
     watchdog: Watchdog
     cancelled_at: float | None = field(default=None)
@@ -142,7 +143,7 @@ class LeaseKeeper:
         if renewal.reply is not Reply.OK:  # ended (cancelled), gone, or taken over
             if run.cancelled_at is None:
                 run.cancelled_at = time.monotonic()
-                run.on_cancel()
+                run.on_cancel(renewal.reply)
             elif time.monotonic() - run.cancelled_at >= self._grace_s:
                 log.warning(
                     "tool ignored cancellation for %.1fs: stopping it",

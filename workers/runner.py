@@ -150,8 +150,8 @@ def _execute(
     )
     call = ToolCall(lambda: tool.call(ctx, record.arguments), tool.name)
 
-    def on_cancel() -> None:
-        ctx.interrupt()
+    def on_cancel(reply: Reply) -> None:
+        ctx.interrupt(reply)
         call.interrupt()
 
     kept = KeptRun(

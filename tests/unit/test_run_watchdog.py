@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 
+from shared.errors import TaskCancelled
 from shared.settings import Settings
 from shared.store import Renewal, Reply, TaskStatus
 from shared.tools import Registry, ToolContext
 from tests.support.white_box import quiet_watch
 from workers.context import RunContext
 from workers.heartbeat import KeptRun, LeaseKeeper, Watchdog
+from workers.interrupts import RunSuperseded
 
 
 class HealthyStore:
@@ -89,7 +91,7 @@ def run_heartbeat(busy_s: float, limit_s: float) -> tuple[list[str], HealthyStor
     run = KeptRun(
         "ref",
         1,
-        on_cancel=lambda: events.append("cancel seen"),
+        on_cancel=lambda reply: events.append("cancel seen"),
         terminate=lambda: events.append("terminated"),
         watchdog=watchdog,
     )
@@ -135,3 +137,33 @@ def test_each_tool_may_set_its_own_limit_and_bad_ones_are_refused() -> None:
         registry.tool(max_run_s=-1)(default)
     with pytest.raises(ValueError, match="MCPQ_MAX_RUN_S"):
         Settings.from_env({"MCPQ_MAX_RUN_S": "-5"})
+
+
+@pytest.mark.parametrize(
+    ("reply", "raised"),
+    [
+        (Reply.TERMINAL, TaskCancelled),
+        (Reply.SUPERSEDED, RunSuperseded),
+        (Reply.GONE, RunSuperseded),
+    ],
+)
+def test_a_waiting_run_ends_as_what_the_lease_keeper_saw(
+    reply: Reply, raised: type[BaseException]
+) -> None:
+    """A cancel ends a waiting run ``cancelled``; a run taken over (its lease lapsed, another
+    worker has the task) ends ``superseded``: the task itself was not cancelled."""
+    ctx = context()
+    failure: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            ctx.sleep(5.0)
+        except BaseException as exc:  # RunSuperseded is a BaseException
+            failure.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.05)
+    ctx.interrupt(reply)
+    waiter.join(2.0)
+    assert not waiter.is_alive() and len(failure) == 1 and isinstance(failure[0], raised)
