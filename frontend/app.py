@@ -22,6 +22,7 @@ from frontend.metrics import MetricsResource
 from frontend.producer import CeleryProducer, Producer
 from frontend.services import Services
 from frontend.task_service import TaskService
+from shared.celery_config import broker_is_store
 from shared.request_state import RequestStateSigner, new_secret, parse_secrets
 from shared.settings import Settings
 from shared.store import AsyncTaskStore, open_async_store
@@ -57,7 +58,11 @@ def create_app(
     app.add_route("/readyz", ReadyResource(store, settings))
     queues = sorted({settings.default_queue, *tools.queues()})
     if settings.metrics_token:  # no token, no /metrics: it is never public (404, no detail)
-        app.add_route("/metrics", MetricsResource(store, settings, queues))
+        # A broker other than the store's Redis counts its queues itself (RabbitMQ).
+        depths = None
+        if isinstance(producer, CeleryProducer) and not broker_is_store(settings):
+            depths = producer.queue_depths
+        app.add_route("/metrics", MetricsResource(store, settings, queues, depths))
     return AsgiAdapter(app)
 
 

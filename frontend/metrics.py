@@ -2,7 +2,8 @@
 
 Two sources: per-process request metrics (multiprocess mode under gunicorn when
 ``PROMETHEUS_MULTIPROC_DIR`` is set, as ``mcpq web`` does), and deployment-wide task counters
-that the Lua scripts keep in Redis (``{mcpq}:stats``), read in one round trip per scrape.
+that the Lua scripts keep in Redis (``{mcpq}:stats``), read in one round trip per scrape. Queue
+depths come with that read on a Redis broker, from the broker itself on RabbitMQ.
 
 Not public: the route exists only when ``MCPQ_METRICS_TOKEN`` is set (else 404, as for any unknown
 path), and a scrape must carry it as a bearer token (else 401, before Redis is read). A token,
@@ -12,7 +13,10 @@ not "loopback clients only": behind a reverse proxy on the same host every clien
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
+import logging
+from collections.abc import Awaitable, Callable
 
 import falcon
 import falcon.asgi
@@ -32,6 +36,7 @@ from shared.settings import Settings
 from shared.store import OUTCOMES, AsyncTaskStore, StatsSnapshot
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+log = logging.getLogger("mcpq.web")
 
 REQUESTS = Counter("mcpq_requests", "MCP requests served", ["method", "http_status"])
 LATENCY = Histogram(
@@ -125,8 +130,16 @@ def bearer_matches(header: str | None, token: str) -> bool:
 class MetricsResource:
     """``GET /metrics``: this process's request series and the deployment's task series."""
 
-    def __init__(self, store: AsyncTaskStore, settings: Settings, queues: list[str]) -> None:
-        self.store, self.settings, self.queues = store, settings, queues
+    def __init__(
+        self,
+        store: AsyncTaskStore,
+        settings: Settings,
+        queues: list[str],
+        depths: Callable[[list[str]], Awaitable[dict[str, int]]] | None = None,
+    ) -> None:
+        """``depths``: how the broker counts each queue's waiting runs, when the broker is not
+        the store's Redis (RabbitMQ); ``None``: the store reads them with its snapshot."""
+        self.store, self.settings, self.queues, self.depths = store, settings, queues, depths
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         if not bearer_matches(req.get_header("Authorization"), self.settings.metrics_token):
@@ -139,9 +152,16 @@ class MetricsResource:
         snapshot = StatsSnapshot()
         try:
             async with asyncio.timeout(self.settings.redis_timeout_s):
-                snapshot = await self.store.stats(self.queues)
+                snapshot = await self.store.stats(self.queues if self.depths is None else [])
         except (StoreUnavailable, TimeoutError):
             STORE_ERRORS.inc()  # the scrape still answers: this process's own series
+        if self.depths is not None:
+            try:
+                async with asyncio.timeout(self.settings.redis_timeout_s):
+                    queues = await self.depths(self.queues)
+                snapshot = dataclasses.replace(snapshot, queues=queues)
+            except Exception as exc:  # the broker is down: no depths rather than wrong ones
+                log.warning("reading queue depths from the broker failed (%s)", type(exc).__name__)
         multiprocess_mode = bool(self.settings.prometheus_multiproc_dir)
         window_s = self.settings.ready_worker_window_s
         resp.data = render(snapshot, multiprocess_mode, window_s)

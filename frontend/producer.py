@@ -7,25 +7,42 @@ Two ways out for a run's message:
   message exactly as Celery would send it (``frontend.run_messages``), and the store pushes it
   in the script that creates the task. One round trip, and no task that exists unsent.
 - **published** (other brokers, re-enqueues after answers, the sweeper): Celery's publishing is
-  blocking, so it runs on a small thread pool, never on the event loop.
+  blocking, so it runs on a small thread pool, never on the event loop. On RabbitMQ every
+  publish waits for the broker's confirm, bounded (``shared.celery_config``): the caller marks
+  the run enqueued only once the broker has it.
+
+With a broker other than the store's Redis, the depth of its queues is the broker's to tell
+(:func:`broker_queue_depths`: ``/metrics`` and ``mcpq status``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 from celery import Celery
 
 from frontend.run_messages import CapturingTransport, RunMessages
-from shared.celery_config import broker_is_store, celery_config
+from shared.celery_config import (
+    CONFIRM_TIMEOUT_S,
+    broker_is_amqp,
+    broker_is_store,
+    celery_config,
+    publish_options,
+)
 from shared.jobs import Message, Run, send_run
 from shared.settings import Settings
 
 log = logging.getLogger("mcpq.web")
+
+#: Publishing threads: on RabbitMQ each publish waits a round trip (and a disk write) for its
+#: confirm, so a few more threads keep creates from queueing behind each other.
+_PUBLISHERS = {False: 4, True: 8}
 
 
 class Producer(Protocol):
@@ -50,7 +67,11 @@ class CeleryProducer:
             "interval_step": 0.2,
             "interval_max": 0.5,
         }
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="celery-producer")
+        amqp = broker_is_amqp(settings)
+        self._publish_options = publish_options(settings)
+        self._pool = ThreadPoolExecutor(
+            max_workers=_PUBLISHERS[amqp], thread_name_prefix="celery-producer"
+        )
         self._messages: RunMessages | None = None
         self._opening = asyncio.Lock()
         if broker_is_store(settings) and not settings.task_events:
@@ -78,8 +99,44 @@ class CeleryProducer:
             return None
 
     async def enqueue(self, run: Run) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._pool, send_run, self._app, run)
+        send = partial(send_run, self._app, run, **self._publish_options)
+        await asyncio.get_running_loop().run_in_executor(self._pool, send)
 
     async def revoke(self, ref: str) -> None:
+        # A broadcast on Celery's control exchange (Redis: pub/sub; RabbitMQ: the fanout
+        # exchange ``celery.pidbox``): every worker adds the ref to its revoked set, so a
+        # queued message is dropped when it arrives. The store already says ``cancelled``,
+        # which a run that starts anyway sees at its claim.
         revoke = partial(self._app.control.revoke, ref)
         await asyncio.get_running_loop().run_in_executor(self._pool, revoke)
+
+    async def queue_depths(self, queues: Sequence[str]) -> dict[str, int]:
+        """The broker's count of runs waiting in each queue (see :func:`broker_queue_depths`)."""
+        depths = partial(broker_queue_depths, self._app, queues)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, depths)
+
+
+def broker_queue_depths(app: Celery, queues: Sequence[str]) -> dict[str, int]:
+    """Messages ready in each queue, as the broker counts them (blocking), through a passive
+    declare: it reads a queue and creates nothing. A queue no one declared yet holds nothing.
+    Runs a worker took and has not acked are not counted (RabbitMQ's ``messages_ready``)."""
+    depths: dict[str, int] = {}
+    pool: Any = app.pool  # kombu's connection pool (its stubs type it as producers')
+    with pool.acquire(block=True, timeout=CONFIRM_TIMEOUT_S) as conn:
+        channel = conn.channel()
+        try:
+            for name in queues:
+                try:
+                    _, ready, _ = channel.queue_declare(queue=name, passive=True)
+                except conn.channel_errors:
+                    # No such queue: nothing waits in it. (RabbitMQ closes the channel.)
+                    depths[name] = 0
+                    with contextlib.suppress(Exception):
+                        channel.close()
+                    channel = conn.channel()
+                    continue
+                depths[name] = int(ready)
+        finally:
+            with contextlib.suppress(Exception):
+                channel.close()
+    return depths

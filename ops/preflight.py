@@ -38,6 +38,8 @@ def web_problem(settings: Settings, hosts: list[str]) -> str | None:
         return NO_TOOLS
     if tls_problem := redis_tls.problem(settings):
         return tls_problem
+    if cluster := cluster_problem(settings):
+        return cluster
     if settings.secret:
         try:
             parse_secrets(settings.secret)
@@ -60,7 +62,20 @@ def web_problem(settings: Settings, hosts: list[str]) -> str | None:
 def worker_problem(settings: Settings) -> str | None:
     if not settings.tools:
         return NO_TOOLS
-    return redis_tls.problem(settings) or data_keys_problem(settings)
+    return redis_tls.problem(settings) or cluster_problem(settings) or data_keys_problem(settings)
+
+
+def cluster_problem(settings: Settings) -> str | None:
+    """A Redis Cluster store (``MCPQ_REDIS_CLUSTER``) needs a broker of its own: kombu has no
+    cluster transport, and a create cannot push a message onto a list of another slot."""
+    if not settings.redis_cluster:
+        return None
+    if settings.broker_url and settings.broker_url != settings.redis_url:
+        return None
+    return (
+        "MCPQ_REDIS_CLUSTER=true needs CELERY_BROKER_URL: Celery's broker cannot be the Redis "
+        "Cluster; name a separate Redis or RabbitMQ"
+    )
 
 
 def data_keys_problem(settings: Settings) -> str | None:

@@ -11,8 +11,8 @@ when all went well): every process a child was seen to fork, every redis-server 
 Children get the caller's environment without ``MCPQ_*``, ``REDIS_URL``,
 ``CELERY_BROKER_URL``, ``PORT`` and ``WEB_CONCURRENCY``, then the private Redis, one fresh
 ``MCPQ_SECRET`` and ``MCPQ_DATA_KEYS``,
-``MCPQ_TOOLS``, the repository on ``PYTHONPATH``, ``WEB_CONCURRENCY=1``, the stack's knobs and
-per-child overrides.
+``MCPQ_TOOLS``, the repository on ``PYTHONPATH``, ``WEB_CONCURRENCY=1``, the stack's broker
+(``CELERY_BROKER_URL``, when it has one), the stack's knobs and per-child overrides.
 
 Reads (`Stack.stats`, `Stack.wait_runs`, `Child.run_endings`) go through the task store and the
 logs, for what a client cannot see (tests add raw Redis reads on top). Nothing here sleeps
@@ -55,6 +55,7 @@ START_TIMEOUT_S = 45.0
 STOP_TIMEOUT_S = 10.0
 _PORT_RACE_RETRIES = 3
 _STRIPPED_ENV = {"REDIS_URL", "CELERY_BROKER_URL", "PORT", "WEB_CONCURRENCY"}
+_STORE_KNOBS = {"MCPQ_KEY_PREFIX", "MCPQ_STORE_SHARDS", "MCPQ_REDIS_CLUSTER"}
 
 T = TypeVar("T")
 
@@ -63,7 +64,10 @@ class Stack:
     """redis-server + web process(es) + Celery worker(s) + extras, all owned by this object.
 
     ``env``: knobs for every child (``MCPQ_LEASE_S``...); ``redis_args``: redis-server's
-    persistence arguments (in memory by default).
+    persistence arguments (in memory by default); ``broker_url``: Celery's broker for every
+    child (``CELERY_BROKER_URL``, e.g. a RabbitMQ vhost), else the private Redis is both.
+    ``store_url``: a task store the caller runs (a Redis Cluster: with ``MCPQ_REDIS_CLUSTER``
+    and ``MCPQ_STORE_SHARDS`` among the knobs); the stack then starts no redis-server.
     """
 
     def __init__(
@@ -74,8 +78,12 @@ class Stack:
         tools: str = DEFAULT_TOOLS,
         env: Mapping[str, str] | None = None,
         redis_args: Sequence[str] = IN_MEMORY_ARGS,
+        broker_url: str = "",
+        store_url: str = "",
     ) -> None:
         self.name = name
+        self.broker_url = broker_url
+        self.store_url = store_url
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.tools = tools
@@ -104,7 +112,8 @@ class Stack:
         """redis-server, then ``webs`` web processes, then ``workers`` Celery workers of pool
         kind ``pool``; on a failure everything started so far is stopped again."""
         try:
-            self.start_redis()
+            if not self.store_url:
+                self.start_redis()
             for _ in range(webs):
                 self.start_web()
             for _ in range(workers):
@@ -171,6 +180,8 @@ class Stack:
 
     @property
     def redis_url(self) -> str:
+        if self.store_url:
+            return self.store_url
         assert self.redis_server is not None, "start_redis() first"
         return self.redis_server.url
 
@@ -196,6 +207,8 @@ class Stack:
             MCPQ_MAX_OPEN_TASKS="0",
             MCPQ_MAX_SYNC_CALLS="0",
         )
+        if self.broker_url:
+            env["CELERY_BROKER_URL"] = self.broker_url
         env.update(self.knobs)
         env.update(overrides)
         return env
@@ -425,8 +438,11 @@ class Stack:
         """The task store of the stack (one, made on first use)."""
         if self._store is None:
             # With the children's data keys (a knob may name others): records open as theirs do.
-            keys = self.knobs.get("MCPQ_DATA_KEYS", self.data_keys)
-            self._store = open_store(Settings(redis_url=self.redis_url, data_keys=keys))
+            env = {"REDIS_URL": self.redis_url}
+            env["MCPQ_DATA_KEYS"] = self.knobs.get("MCPQ_DATA_KEYS", self.data_keys)
+            # And their key schema and kind of client (a sharded store, a Redis Cluster).
+            env.update({k: v for k, v in self.knobs.items() if k in _STORE_KNOBS})
+            self._store = open_store(Settings.from_env(env))
         return self._store
 
     def stats(self, queues: Sequence[str] = ()) -> StatsSnapshot:

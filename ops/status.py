@@ -1,19 +1,22 @@
 """``mcpq status``: the deployment at a glance, read from Redis and Celery.
 
-Queue depths per queue, live workers (our heartbeat list and a Celery ping), task counts by
-state, parked tasks, outstanding input requests, tasks failed because their runs kept losing
-their worker (by tool) and the age of the oldest unfinished task. It prints no task ids: storage
+Queue depths per queue (from the store's Redis when it is the broker, else from the broker),
+live workers (our heartbeat list and a Celery ping), task counts by state, parked tasks,
+outstanding input requests, tasks failed because their runs kept losing their worker (by tool)
+and the age of the oldest unfinished task. It prints no task ids: storage
 refs and ids are never shown.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from celery import Celery
 
-from shared.celery_config import celery_config
+from frontend.producer import broker_queue_depths
+from shared.celery_config import broker_is_store, celery_config
 from shared.settings import Settings
 from shared.store import StatsSnapshot, TaskStatus, open_store
 from shared.tools import Registry
@@ -23,6 +26,8 @@ from shared.tools import Registry
 class Status:
     snapshot: StatsSnapshot
     pinged: list[str] = field(default_factory=list)
+    #: Why the broker could not count its queues (RabbitMQ unreachable), else empty.
+    broker_problem: str = ""
 
     @property
     def worker_ages(self) -> dict[str, float]:
@@ -38,22 +43,36 @@ def queue_names(settings: Settings) -> list[str]:
 
 
 def collect(settings: Settings, ping_timeout: float = 1.0) -> Status:
-    snapshot = open_store(settings).stats(queue_names(settings))
-    return Status(snapshot, _ping(settings, ping_timeout))
+    names = queue_names(settings)
+    if broker_is_store(settings):  # the queues are lists of the store's Redis: one round trip
+        return Status(open_store(settings).stats(names), _ping(settings, ping_timeout))
+    # Another broker (RabbitMQ) counts its queues itself.
+    snapshot, problem = open_store(settings).stats([]), ""
+    try:
+        snapshot = dataclasses.replace(snapshot, queues=broker_queue_depths(_app(settings), names))
+    except Exception as exc:  # the store's numbers are still worth printing
+        problem = f"the broker did not answer ({type(exc).__name__})"
+    return Status(snapshot, _ping(settings, ping_timeout), problem)
+
+
+def _app(settings: Settings) -> Celery:
+    app = Celery("mcpq-status")
+    app.conf.update(celery_config(settings))
+    return app
 
 
 def _ping(settings: Settings, timeout: float) -> list[str]:
     if timeout <= 0:
         return []
-    app = Celery("mcpq-status")
-    app.conf.update(celery_config(settings))
-    replies: list[dict[str, Any]] = app.control.ping(timeout=timeout) or []
+    replies: list[dict[str, Any]] = _app(settings).control.ping(timeout=timeout) or []
     return sorted(node for reply in replies for node in reply)
 
 
 def render(status: Status) -> str:
     snap = status.snapshot
     lines = ["queues:"]
+    if status.broker_problem:
+        lines.append(f"  (unknown: {status.broker_problem})")
     lines += [f"  {name:<24} {depth:>8} waiting" for name, depth in snap.queues.items()]
     lines.append("workers (heartbeat age):")
     lines += [f"  {node:<40} {age:>6}s ago" for node, age in sorted(status.worker_ages.items())]

@@ -6,10 +6,15 @@ cannot get code run in a worker. Knobs derived from ours (the visibility timeout
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
+from shared import redis_urls
 from shared.redis_tls import redis_tls
 from shared.settings import Settings
+
+#: URL schemes of an AMQP broker (RabbitMQ), served by kombu's py-amqp transport.
+AMQP_SCHEMES = ("amqp://", "amqps://", "pyamqp://")
 
 
 def broker_is_store(settings: Settings) -> bool:
@@ -18,22 +23,109 @@ def broker_is_store(settings: Settings) -> bool:
     workers may leave recovery of taken messages to the store."""
     if settings.broker_url and settings.broker_url != settings.redis_url:
         return False
-    return settings.redis_url.startswith(("redis://", "rediss://", "unix://"))
+    schemes = ("redis://", "rediss://", "unix://", "redis+sentinel://", "rediss+sentinel://")
+    return settings.redis_url.startswith(schemes)
+
+
+def broker_sentinel(settings: Settings) -> redis_urls.SentinelUrl | None:
+    """The broker's Sentinel URL, parsed, when Celery reaches its Redis through Sentinel (the
+    store's ``REDIS_URL``, or a ``CELERY_BROKER_URL`` of that form); else ``None``."""
+    if broker_is_store(settings):
+        url = redis_tls(settings).url
+        return redis_urls.parse_sentinel(url) if redis_urls.is_sentinel(url) else None
+    if redis_urls.is_sentinel(settings.broker_url):
+        return redis_urls.parse_sentinel(settings.broker_url, "CELERY_BROKER_URL", tls=False)
+    return None
 
 
 def broker_url(settings: Settings) -> str:
     """The URL Celery connects to: the store's Redis (with its TLS policy), or
-    ``CELERY_BROKER_URL``."""
+    ``CELERY_BROKER_URL``; through Sentinel, in kombu's form (``sentinel://…;sentinel://…``)."""
+    if (sentinel := broker_sentinel(settings)) is not None:
+        return redis_urls.kombu_url(sentinel)
     return redis_tls(settings).url if broker_is_store(settings) else settings.broker_url
 
 
-def celery_config(settings: Settings) -> dict[str, Any]:
-    tls = redis_tls(settings)
-    return {
+def _sentinel_options(settings: Settings) -> dict[str, Any]:
+    """kombu's Sentinel transport options (the service, how to talk to the sentinels)."""
+    sentinel = broker_sentinel(settings)
+    if sentinel is None:
+        return {}
+    tls = redis_tls(settings).redis_py() if sentinel.tls else {}
+    return redis_urls.kombu_options(
+        sentinel, settings.redis_sentinel_password, settings.redis_timeout_s, tls
+    )
+
+
+def broker_is_amqp(settings: Settings) -> bool:
+    """Whether Celery's broker is RabbitMQ (``CELERY_BROKER_URL=amqp://…``)."""
+    return not broker_is_store(settings) and settings.broker_url.startswith(AMQP_SCHEMES)
+
+
+def _broker_ssl(settings: Settings) -> dict[str, Any] | None:
+    if broker_is_store(settings):
         # Always set for rediss:// (kombu told nothing does not verify), never for redis://
         # (there a dict would turn TLS on). The URL loses its ssl_cert_reqs: kombu would let it
         # replace these options whole, CA and host-name check included.
-        "broker_use_ssl": tls.kombu() if broker_is_store(settings) else None,
+        return redis_tls(settings).kombu()
+    if settings.broker_url.startswith("amqps://"):
+        # py-amqp told only ``ssl=True`` checks the chain but not the host name; None here is
+        # filled with the URL's host by kombu. CAs: the system's (and SSL_CERT_FILE).
+        return {"cert_reqs": ssl.CERT_REQUIRED, "server_hostname": None}
+    return None
+
+
+def _transport_options(settings: Settings) -> dict[str, Any]:
+    if broker_is_amqp(settings):
+        # Publisher confirms: a publish returns once RabbitMQ has the message (a durable
+        # message on a quorum queue: replicated and on disk), and a refused one raises instead
+        # of vanishing, so the producer marks a run enqueued only when it really is.
+        return {"confirm_publish": True}
+    # Redis: far above any run: recovery is ours (leases), not kombu's redelivery.
+    return {
+        "visibility_timeout": settings.visibility_timeout_s,
+        "socket_timeout": 5,
+        "socket_connect_timeout": 5,
+        **_sentinel_options(settings),
+    }
+
+
+#: How long a publish waits for RabbitMQ's confirm before it counts as failed (kombu then
+#: reconnects and retries, or the caller leaves the run to the sweeper): a broker that stops
+#: answering must hold neither a request nor the sweeper.
+CONFIRM_TIMEOUT_S = 5.0
+
+
+def publish_options(settings: Settings) -> dict[str, Any]:
+    """Celery's options for every publish of a run (``shared.jobs.send_run``)."""
+    return {"confirm_timeout": CONFIRM_TIMEOUT_S} if broker_is_amqp(settings) else {}
+
+
+def _amqp_queues(settings: Settings) -> dict[str, Any]:
+    """RabbitMQ's queue declarations (nothing for Redis, where a queue is a list)."""
+    if not broker_is_amqp(settings):
+        return {}
+    queue_type = settings.amqp_queue_type
+    return {
+        # Every task queue, the default one and those tools name (created when first used),
+        # of one type: web, sweeper and workers declare them alike (RabbitMQ refuses a second
+        # declaration with other arguments).
+        "task_default_queue_type": queue_type,
+        "task_create_missing_queue_type": queue_type,
+        # Quorum queues have no global QoS: the workers' prefetch becomes per consumer.
+        "worker_detect_quorum_queues": True,
+        # With quorum queues Celery declares its 28 native delayed-delivery queues at worker
+        # start; mcpq never sends ETA/countdown runs, so they stay empty: classic, the cheap
+        # kind (a quorum queue is a Raft group of its own).
+        "broker_native_delayed_delivery_queue_type": "classic",
+        # A dead broker (or a silent network) is noticed by the workers within two beats.
+        "broker_heartbeat": settings.amqp_heartbeat_s,
+    }
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    return {
+        "broker_use_ssl": _broker_ssl(settings),
         "broker_url": broker_url(settings),
         # Task state lives in our store; Celery's result backend would be a second truth.
         "result_backend": None,
@@ -59,13 +151,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_create_missing_queues": True,
         "broker_connection_retry_on_startup": True,
         "broker_connection_retry": True,
-        "broker_connection_max_retries": None,  # a Redis outage never stops a worker for good
-        "broker_transport_options": {
-            # Far above any run: recovery is ours (leases), not kombu's redelivery.
-            "visibility_timeout": settings.visibility_timeout_s,
-            "socket_timeout": 5,
-            "socket_connect_timeout": 5,
-        },
+        "broker_connection_max_retries": None,  # a broker outage never stops a worker for good
+        "broker_transport_options": _transport_options(settings),
+        **_amqp_queues(settings),
         "worker_hijack_root_logger": False,
         "worker_redirect_stdouts": False,  # a stray print must not become many log lines
         "worker_cancel_long_running_tasks_on_connection_loss": False,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from shared import redis_urls
 from shared.settings import Settings
 
 #: ``ssl_cert_reqs`` values honoured in a ``rediss://`` URL (redis-py's and kombu's spellings).
@@ -75,7 +76,7 @@ class RedisTls:
 def redis_tls(settings: Settings) -> RedisTls:
     """The policy for ``settings``; raises :class:`RedisTlsError` on a contradiction."""
     parts = urlsplit(settings.redis_url)
-    enabled = parts.scheme == "rediss"
+    enabled = parts.scheme in ("rediss", "rediss+sentinel")  # shared.redis_urls
     query = parse_qsl(parts.query, keep_blank_values=True)
     kept = [(name, value) for name, value in query if not name.startswith("ssl_")]
     from_url = [(name, value) for name, value in query if name.startswith("ssl_")]
@@ -127,8 +128,15 @@ def redis_tls(settings: Settings) -> RedisTls:
 def problem(settings: Settings) -> str | None:
     """Why no Redis client can be built with ``settings`` (one line), or ``None``."""
     try:
-        redis_tls(settings)
-    except RedisTlsError as exc:
+        tls = redis_tls(settings)
+        if redis_urls.is_sentinel(tls.url):
+            redis_urls.parse_sentinel(tls.url)
+        if (
+            redis_urls.is_sentinel(settings.broker_url)
+            and settings.broker_url != settings.redis_url
+        ):
+            redis_urls.parse_sentinel(settings.broker_url, "CELERY_BROKER_URL", tls=False)
+    except (RedisTlsError, redis_urls.RedisUrlError) as exc:
         return str(exc)
     return None
 

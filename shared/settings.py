@@ -52,6 +52,13 @@ def _non_negative(raw: str) -> float:
     return value
 
 
+def _shards(raw: str) -> int:
+    value = int(raw)
+    if not 1 <= value <= 1024:
+        raise ValueError(f"must be a number of shards from 1 to 1024: {raw!r}")
+    return value
+
+
 def _csv(raw: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
@@ -74,6 +81,33 @@ def _pool(raw: str) -> str:
     return value
 
 
+BROKER_SCHEMES = (
+    "redis://",
+    "rediss://",
+    "redis+sentinel://",  # shared.redis_urls
+    "amqp://",
+    "amqps://",
+    "pyamqp://",
+)
+AMQP_QUEUE_TYPES = ("quorum", "classic")
+
+
+def _broker_url(raw: str) -> str:
+    value = raw.strip()
+    if value and not value.startswith(BROKER_SCHEMES):
+        # Only the brokers mcpq is tested on; the URL itself is never echoed (a password).
+        scheme = value.partition("://")[0][:16] if "://" in value else "(none)"
+        raise ValueError(f"unsupported scheme {scheme!r} (use amqp://, amqps:// or redis://)")
+    return value
+
+
+def _amqp_queue_type(raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in AMQP_QUEUE_TYPES:
+        raise ValueError(f"unknown queue type {raw!r} (use quorum or classic)")
+    return value
+
+
 def _auth_modes(raw: str) -> tuple[str, ...]:
     modes = tuple(mode.lower() for mode in _csv(raw))
     unknown = [mode for mode in modes if mode not in AUTH_MODES]
@@ -91,7 +125,17 @@ class Settings:
     redis_url: str = field(default="redis://127.0.0.1:6379/0", metadata={"env": "REDIS_URL"})
     #: Celery's broker when it is not the task store's Redis (RabbitMQ: ``amqp://``); empty:
     #: ``REDIS_URL`` is both.
-    broker_url: str = field(default="", metadata={"env": "CELERY_BROKER_URL"})
+    broker_url: str = field(
+        default="", repr=False, metadata={"env": "CELERY_BROKER_URL", "parse": _broker_url}
+    )
+    #: RabbitMQ only: the type of the task queues (``quorum``: replicated, durable; ``classic``).
+    amqp_queue_type: str = field(
+        default="quorum", metadata={"env": "MCPQ_AMQP_QUEUE_TYPE", "parse": _amqp_queue_type}
+    )
+    #: RabbitMQ only: the workers' AMQP heartbeat (seconds; 0: none).
+    amqp_heartbeat_s: int = field(
+        default=30, metadata={"env": "MCPQ_AMQP_HEARTBEAT_S", "parse": _limit}
+    )
     #: No default: a production server loads what it is told to (``mcpq dev`` and the tests
     #: name ``DEFAULT_TOOLS``, the bundled demo and conformance tools, themselves).
     tools: tuple[str, ...] = field(default=(), metadata={"env": "MCPQ_TOOLS", "parse": _csv})
@@ -125,6 +169,15 @@ class Settings:
     )
     create_burst: int = field(default=40, metadata={"env": "MCPQ_CREATE_BURST", "parse": _limit})
     key_prefix: str = field(default="mcpq", metadata={"env": "MCPQ_KEY_PREFIX"})
+    #: Shards of the task store (``shared.store.keys``): 1 keeps every key on one Cluster slot
+    #: (the key names of a single Redis); more spread tasks over a Redis Cluster's primaries.
+    #: Fixed for the life of a store (changing it needs a drained store).
+    store_shards: int = field(default=1, metadata={"env": "MCPQ_STORE_SHARDS", "parse": _shards})
+    #: ``REDIS_URL`` names a node of a Redis Cluster (any one: the others are discovered); the
+    #: Celery broker must then be a separate server (``CELERY_BROKER_URL``, ``ops.preflight``).
+    redis_cluster: bool = field(
+        default=False, metadata={"env": "MCPQ_REDIS_CLUSTER", "parse": _bool}
+    )
     default_ttl_ms: int | None = field(
         default=3_600_000, metadata={"env": "MCPQ_DEFAULT_TTL_MS", "parse": _optional_ttl_ms}
     )
@@ -223,6 +276,20 @@ class Settings:
     )
     redis_timeout_s: float = field(
         default=2.0, metadata={"env": "MCPQ_REDIS_TIMEOUT_S", "parse": float}
+    )
+    #: The sentinels' own password (``requirepass`` in sentinel.conf), for a
+    #: ``redis+sentinel://`` ``REDIS_URL`` (``shared.redis_urls``); the URL's is the servers'.
+    redis_sentinel_password: str = field(
+        default="", repr=False, metadata={"env": "MCPQ_REDIS_SENTINEL_PASSWORD"}
+    )
+    #: Replicas that must hold a create or an answer before the client is told (``WAIT``);
+    #: 0: acknowledged once the primary has it (``shared.store.aio``).
+    redis_min_replicas: int = field(
+        default=0, metadata={"env": "MCPQ_REDIS_MIN_REPLICAS", "parse": _limit}
+    )
+    #: How long such a write waits for its replicas before the client gets 503 (milliseconds).
+    redis_replica_wait_ms: int = field(
+        default=1000, metadata={"env": "MCPQ_REDIS_REPLICA_WAIT_MS", "parse": _ttl_ms}
     )
     default_queue: str = field(default="mcpq", metadata={"env": "MCPQ_DEFAULT_QUEUE"})
     port: int = field(default=8000, metadata={"env": "PORT", "parse": int})

@@ -20,8 +20,8 @@ from shared import logs, redis_tls
 from shared.celery_config import broker_is_store, celery_config
 from shared.jobs import read_run
 from shared.settings import Settings
-from shared.store import Keys, TaskStatus, open_store
-from shared.store.clients import sync_client
+from shared.store import TaskStatus, open_store
+from shared.store.clients import store_keys, sync_client
 from shared.store.wakeups import Wakeups
 from shared.tools import Registry
 from workers import metrics
@@ -35,6 +35,8 @@ app = Celery("mcpq")
 app.conf.update(celery_config(settings))
 if broker_is_store(settings):
     # kombu's Redis transport without its Redis-side ack emulation (recovery is the store's).
+    # Any other broker gets kombu's own transport for its URL (RabbitMQ: py-amqp, where acks,
+    # redelivery and prefetch are the broker's).
     app.conf.broker_transport = TRANSPORT
 registry = Registry.from_modules(settings.tools)
 
@@ -49,7 +51,7 @@ def deps() -> RunDeps:
         if _deps is None or _deps[0] != os.getpid():
             store = open_store(settings)
             # Waiting runs (ctx.ask, ctx.sleep) share one pub/sub connection per process.
-            wakeups = Wakeups(sync_client(settings), Keys(settings.key_prefix))
+            wakeups = Wakeups(sync_client(settings), store_keys(settings))
             leases = LeaseKeeper(store, settings.lease_s, settings.cancel_grace_s)
             _deps = (os.getpid(), RunDeps(settings, store, registry, leases, wakeups))
         return _deps[1]

@@ -16,6 +16,7 @@ import threading
 
 from celery import Celery
 
+from shared.celery_config import publish_options
 from shared.errors import INTERNAL_ERROR, StoreUnavailable, rpc_error
 from shared.jobs import Run, send_run
 from shared.logs import task_hash
@@ -63,7 +64,10 @@ def sweep_once(app: Celery, store: TaskStore, settings: Settings) -> int:
                 # Not sent again; a sweeper that dies before this finds it again (re-armed).
                 _fail_poisoned(store, item)
                 continue
-            send_run(app, Run(item.tool, item.ref, item.queue or settings.default_queue))
+            run = Run(item.tool, item.ref, item.queue or settings.default_queue)
+            # On RabbitMQ: confirmed, and bounded (publish_options), so a silent broker fails
+            # this sweep (the task stays re-armed) instead of holding the sweeper forever.
+            send_run(app, run, **publish_options(settings))
             store.mark_enqueued(item.ref, int(settings.requeue_unstarted_s * 1000))
     sent = sum(1 for item in due if not item.poisoned)
     if sent:

@@ -62,8 +62,22 @@ class Channel(kombu_redis.Channel):
             pipe.execute()
 
 
+class SentinelChannel(Channel, kombu_redis.SentinelChannel):
+    """The same channel on a Redis reached through Sentinel: kombu's ``SentinelChannel`` finds
+    the primary (and finds it again after a failover); acks stay in memory as above."""
+
+
 class Transport(kombu_redis.Transport):
     Channel = Channel
+
+    def __init__(self, client: Any, **kwargs: Any) -> None:
+        super().__init__(client, **kwargs)
+        # Through Sentinel when the broker options name the service (``shared.celery_config``
+        # sets ``master_name`` for a ``redis+sentinel://`` URL): one transport name for the
+        # workers either way, as kombu's ``SentinelTransport`` differs only in its channel.
+        if (client.transport_options or {}).get("master_name"):
+            self.Channel = SentinelChannel
+            self.default_port = kombu_redis.SentinelTransport.default_port
 
 
 #: Celery's ``broker_transport`` for this transport.

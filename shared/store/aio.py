@@ -12,17 +12,19 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
+import redis.exceptions as rexc
 
-from shared.errors import TaskNotFound
+from shared.errors import StoreUnavailable, TaskNotFound
 from shared.jobs import Message
 from shared.store import apikeys, calls, listing, scripts, sessions, stats
 from shared.store.calls import Answered, Cancelled, NewTask, PipelineCall, ScriptCall
-from shared.store.errors import store_errors
+from shared.store.errors import NotReplicated, store_errors
 from shared.store.keys import Keys
 from shared.store.listing import Listed, Position
 from shared.store.payloads import PLAIN, Payloads
 from shared.store.records import TaskRecord
 from shared.store.sessions import Outgoing, Session
+from shared.store.states import Reply
 from shared.store.stats import StatsSnapshot
 from shared.store.wakeups import AsyncWakeups, AsyncWatch
 
@@ -31,9 +33,19 @@ T = TypeVar("T")
 
 class AsyncTaskStore:
     def __init__(
-        self, client: aioredis.Redis, keys: Keys | None = None, payloads: Payloads = PLAIN
+        self,
+        client: aioredis.Redis,
+        keys: Keys | None = None,
+        payloads: Payloads = PLAIN,
+        *,
+        min_replicas: int = 0,
+        replica_wait_ms: int = 1000,
     ) -> None:
         self._redis = client
+        #: Replicas that must confirm a create or an answer before it is acknowledged
+        #: (``MCPQ_REDIS_MIN_REPLICAS``; 0: the primary's word is enough), and for how long
+        #: the write waits for them (``MCPQ_REDIS_REPLICA_WAIT_MS``).
+        self.min_replicas, self.replica_wait_ms = min_replicas, replica_wait_ms
         self._keys = keys or Keys()
         #: Seals and opens payloads (``MCPQ_DATA_KEYS``; ``open_async_store`` passes them).
         self._payloads = payloads
@@ -61,6 +73,30 @@ class AsyncTaskStore:
                 replies = await pipe.execute()
         return call.parse(replies)
 
+    async def _replicated(self, call: ScriptCall[T]) -> tuple[T, int]:
+        """Run ``call``, then ``WAIT`` for ``min_replicas``: the script's reply and how many
+        replicas confirmed every write of this connection so far, this one included.
+
+        NOTE: one pipeline, so one round trip and one connection: ``WAIT`` counts the writes
+        of the connection it runs on, so it must follow the script on the same one. A
+        ``NOSCRIPT`` (a replica just promoted has an empty script cache) loads the script and
+        sends both again: the script did not run, and ``WAIT`` alone wrote nothing. A parse
+        that raises (``Refused``) means the script wrote nothing: then the count is moot."""
+        script = self._scripts[call.script]
+        with store_errors():
+            for _attempt in range(2):
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    pipe.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
+                    pipe.execute_command("WAIT", self.min_replicas, self.replica_wait_ms)
+                    reply, replicas = await pipe.execute(raise_on_error=False)
+                if not isinstance(reply, rexc.NoScriptError):
+                    break
+                script.sha = await self._redis.script_load(script.script)
+            for value in (reply, replicas):
+                if isinstance(value, Exception):
+                    raise value
+        return call.parse(reply), int(replicas)
+
     # -- the client's side of a task -------------------------------------------------------------
     async def create(
         self,
@@ -74,10 +110,43 @@ class AsyncTaskStore:
         ``createdAt`` (ms), or ``None`` if the ref exists already. Raises
         :class:`~shared.store.calls.Refused` when ``admit`` refuses it (quota, rate, a replayed
         state): then nothing was written, and nothing sent."""
+        if admit is not None and self._keys.shards > 1:
+            # NOTE: two steps, because the principal's keys and the task's are on different
+            # shards: admitted first (everything checked and spent there, atomically), created
+            # second. A process that dies in between leaves a quota member without a task,
+            # dropped after calls.ADMIT_GRACE_MS; a state marked used without a task (its
+            # client's retry is refused as a replay, never run twice).
+            await self._admit(task.ref, admit)
+            admit = None
         call = calls.create(
             self._keys, task, unclaimed_ms, admit, message, start_within_ms, self._payloads
         )
-        return await self.run(call)
+        if not self.min_replicas:
+            return await self.run(call)
+        created, replicas = await self._replicated(call)
+        if replicas < self.min_replicas:
+            if created is not None:
+                await self._withdraw(task)
+            raise NotReplicated(self.min_replicas, replicas)
+        return created
+
+    async def _withdraw(self, task: NewTask) -> None:
+        """Cancel a create the client is told failed (not replicated), so that its run, whose
+        message went out with it, ends at its claim instead of running unknown to anyone; the
+        client creates it again. Best effort: if Redis is gone too, a failover loses the task
+        anyway, and if not, it runs to its end and expires with its TTL."""
+        call = calls.cancel(self._keys, task.ref, task.owner, "not replicated", self._payloads)
+        with contextlib.suppress(StoreUnavailable):
+            await self.run(call)
+
+    async def _admit(self, ref: str, admit: calls.Admission) -> None:
+        """Admit ``ref`` on the principal's home shard (see :func:`calls.admit`): a full quota
+        set is pruned of ended tasks (read on their own shards) and asked once more."""
+        full = await self.run(calls.admit(self._keys, ref, admit))
+        if full is not None:
+            found = await self.pipeline(calls.statuses(self._keys, list(full.members)))
+            ended = calls.ended_members(full, found)
+            await self.run(calls.admit(self._keys, ref, admit, ended, may_ask=False))
 
     async def mark_enqueued(self, ref: str, start_within_ms: int) -> bool:
         return await self.run(calls.mark_enqueued(self._keys, ref, start_within_ms))
@@ -86,7 +155,14 @@ class AsyncTaskStore:
         self, ref: str, owner: str, answers: dict[str, Any], unclaimed_ms: int
     ) -> Answered:
         call = calls.answer(self._keys, ref, owner, answers, unclaimed_ms, self._payloads)
-        return await self.run(call)
+        if not self.min_replicas:
+            return await self.run(call)
+        answered, replicas = await self._replicated(call)
+        # An answer not replicated stays delivered (the run goes on with it); the client's
+        # retry is harmless: answers to keys no longer outstanding are ignored.
+        if replicas < self.min_replicas and answered.reply not in (Reply.NOTFOUND, Reply.IGNORED):
+            raise NotReplicated(self.min_replicas, replicas)
+        return answered
 
     async def cancel(self, ref: str, owner: str, message: str) -> Cancelled:
         return await self.run(calls.cancel(self._keys, ref, owner, message, self._payloads))

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from shared.jobs import Message
-from shared.store.keys import Keys
+from shared.store.keys import Keys, Shard
 from shared.store.payloads import PLAIN, Payloads, UnreadablePayload
 from shared.store.records import TaskRecord
-from shared.store.states import Reply, TaskStatus
+from shared.store.states import TERMINAL, Reply, TaskStatus
 
 T = TypeVar("T")
 Arg = str | int | float
@@ -189,7 +189,11 @@ def create(
 ) -> ScriptCall[int | None]:
     """``message``: the run's broker message, pushed in the same script (the broker is this
     Redis); the run must then start within ``start_within_ms``. ``None``: the caller sends it
-    and calls :func:`mark_enqueued`."""
+    and calls :func:`mark_enqueued`.
+
+    A sharded store (``Keys.shards`` > 1) admits a create with :func:`admit` first, on the
+    principal's home shard; ``admit`` must be ``None`` here then (this script, on the task's
+    shard, cannot touch the principal's keys)."""
     fields = {
         "queue": t.queue,
         "owner": t.owner,
@@ -202,9 +206,18 @@ def create(
     }
     ttl = "" if t.ttl_ms is None else str(t.ttl_ms)
     a = admit or Admission("-")
-    keys = [k.task(t.ref), k.unclaimed, k.active, k.expiry]
-    keys += [k.quota(a.principal_key, a.kind), k.bucket(a.principal_key)]
-    keys += [k.used_state(a.once or "-"), message.key if message else k.task(t.ref), k.stats]
+    task, shard = k.task(t.ref), k.at(t.ref)
+    keys = [task, shard.unclaimed, shard.active, shard.expiry]
+    if k.shards == 1:
+        keys += [k.quota(a.principal_key, a.kind), k.bucket(a.principal_key)]
+        keys += [k.used_state(a.once or "-")]
+    elif admit is not None:
+        raise ValueError("a sharded store admits a create first (calls.admit)")
+    else:
+        # Unused (every limit is off), but named: a cluster routes a script by its keys, and
+        # these must hash to the task's slot. (The task key itself, never written as such.)
+        keys += [task, task, task]
+    keys += [message.key if message else task, shard.stats]
     limits: list[str | int | float] = [a.max_open, repr(float(a.rate_per_s)), a.burst]
     limits.append(a.once_ttl_ms if a.once else 0)
     send: list[str | int | float] = [message.body if message else "", start_within_ms, t.tool]
@@ -212,8 +225,79 @@ def create(
     return ScriptCall("create", keys, argv, _parse_created(a.kind))
 
 
+@dataclass(frozen=True)
+class Full:
+    """``admit`` found the principal's quota set full: its members (ref -> when admitted, on
+    Redis's clock) and Redis's ``now``, for the caller to find the ones whose task ended."""
+
+    members: dict[str, int]
+    now_ms: int
+
+
+def _parse_admitted(kind: str) -> Callable[[list[Any]], Full | None]:
+    def parse(reply: list[Any]) -> Full | None:
+        code = str(reply[0])
+        if code == "FULL":
+            flat = [str(x) for x in reply[2:]]
+            members = {ref: int(float(score)) for ref, score in _pairs(flat).items()}
+            return Full(members, int(reply[1]))
+        if code == "QUOTA":
+            raise Refused(kind, int(reply[1]))
+        if code == "RATE":
+            raise Refused("rate", int(reply[1]))
+        if code == "REPLAYED":
+            raise Refused("replayed")
+        return None
+
+    return parse
+
+
+ADMIT_GRACE_MS = 10_000
+"""A quota member whose task does not exist (yet) is dropped only once admitted this long ago:
+a sharded create admits on one shard, then creates on another, and a racing create of the same
+principal must not drop the member in between (it would undercount, never wrongly refuse)."""
+
+
+def admit(
+    k: Keys, ref: str, a: Admission, ended: Sequence[str] = (), *, may_ask: bool = True
+) -> ScriptCall[Full | None]:
+    """A sharded store's admission of task ``ref`` (``lua/admit.lua``), on the principal's home
+    shard, before :func:`create` on the task's: ``None`` when admitted (its token spent, its
+    state marked used, ``ref`` counted), :class:`Full` when the quota set is full and
+    ``may_ask`` (the caller drops ``ended`` members and asks again), else :class:`Refused`."""
+    home: Shard = k.home(a.principal_key)
+    keys = [home.quota(a.principal_key, a.kind), home.bucket(a.principal_key)]
+    keys.append(home.used_state(a.once or "-"))
+    args: list[Arg] = [ref, a.max_open, repr(float(a.rate_per_s)), a.burst]
+    args += [a.once_ttl_ms if a.once else 0, 1 if may_ask else 0, *ended]
+    return ScriptCall("admit", keys, args, _parse_admitted(a.kind))
+
+
+def ended_members(full: Full, statuses: Sequence[str | None]) -> list[str]:
+    """The members of a full quota set whose task ended (``statuses``: each member's task
+    status in ``full.members`` order, ``None`` where the task does not exist)."""
+    gone = []
+    for (ref, admitted_ms), status in zip(full.members.items(), statuses, strict=True):
+        if status is None:
+            if admitted_ms < full.now_ms - ADMIT_GRACE_MS:
+                gone.append(ref)
+        elif TaskStatus(status) in TERMINAL:
+            gone.append(ref)
+    return gone
+
+
+def statuses(k: Keys, refs: Sequence[str]) -> PipelineCall[list[str | None]]:
+    """The status of each task ``refs`` (``None``: it does not exist), on whichever shard."""
+    commands: list[Queue] = [_hget_status(k.task(ref)) for ref in refs]
+    return PipelineCall(commands, lambda replies: [None if r is None else str(r) for r in replies])
+
+
+def _hget_status(key: str) -> Queue:
+    return lambda p: p.hget(key, "status")
+
+
 def mark_enqueued(k: Keys, ref: str, start_within_ms: int) -> ScriptCall[bool]:
-    keys = [k.task(ref), k.unclaimed]
+    keys = [k.task(ref), k.at(ref).unclaimed]
     return ScriptCall("mark_enqueued", keys, [ref, start_within_ms], lambda r: int(r) == 1)
 
 
@@ -238,7 +322,8 @@ def claim(
 ) -> ScriptCall[Claim]:
     """``max_lost``: a task whose runs lost their worker that often is not run again
     (POISONED; the sweeper fails it); 0: no limit."""
-    keys = [k.task(ref), k.answers(ref), k.leases, k.unclaimed]
+    shard = k.at(ref)
+    keys = [k.task(ref), k.answers(ref), shard.leases, shard.unclaimed]
     args: list[Arg] = [ref, lease_ms, max_lost]
     return ScriptCall("claim", keys, args, _parse_claim(ref, payloads))
 
@@ -248,7 +333,8 @@ def _parse_renewal(reply: list[Any]) -> Renewal:
 
 
 def renew(k: Keys, ref: str, gen: int, lease_ms: int) -> ScriptCall[Renewal]:
-    return ScriptCall("renew", [k.task(ref), k.leases], [ref, gen, lease_ms], _parse_renewal)
+    keys = [k.task(ref), k.at(ref).leases]
+    return ScriptCall("renew", keys, [ref, gen, lease_ms], _parse_renewal)
 
 
 def report(
@@ -275,7 +361,7 @@ def request_input(
     # (a replay is never asked twice) and adds only the missing ones. Each request is sealed
     # for the inputs hash, under its key; the script only stores it (HSETNX), never reads it.
     flat = payloads.dump_entries(k.inputs(ref), requests)
-    keys = [k.task(ref), k.inputs(ref), k.answers(ref), k.stats]
+    keys = [k.task(ref), k.inputs(ref), k.answers(ref), k.at(ref).stats]
     return ScriptCall("request_input", keys, [gen, *flat], _parse_poll(k, ref, payloads))
 
 
@@ -294,12 +380,13 @@ def answer(
     # Sealed for the answers hash: answer.lua stores each value as it is (HSET by key), and
     # request_input.lua hands it back to the run, which opens it.
     flat = payloads.dump_entries(k.answers(ref), answers)
-    keys = [k.task(ref), k.inputs(ref), k.answers(ref), k.wake(ref), k.unclaimed, k.stats]
+    shard = k.at(ref)
+    keys = [k.task(ref), k.inputs(ref), k.answers(ref), k.wake(ref), shard.unclaimed, shard.stats]
     return ScriptCall("answer", keys, [owner, ref, unclaimed_ms, *flat], _parse_answered)
 
 
 def park(k: Keys, ref: str, gen: int) -> ScriptCall[Reply]:
-    keys = [k.task(ref), k.inputs(ref), k.leases, k.stats]
+    keys = [k.task(ref), k.inputs(ref), k.at(ref).leases, k.at(ref).stats]
     return ScriptCall("park", keys, [ref, gen], _reply)
 
 
@@ -320,9 +407,10 @@ def finish(
     if status not in {TaskStatus.COMPLETED, TaskStatus.FAILED}:
         raise ValueError(f"a run finishes completed or failed, not {status}")
     field = "result" if status is TaskStatus.COMPLETED else "error"
-    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.leases, k.unclaimed]
+    shard = k.at(ref)
+    keys = [k.task(ref), k.inputs(ref), k.wake(ref), shard.leases, shard.unclaimed]
     # The stats hash is always a script's last key: _prelude.lua's stat() writes KEYS[#KEYS].
-    keys += [k.active, k.expiry, k.stats]
+    keys += [shard.active, shard.expiry, shard.stats]
     sealed = payloads.field(ref, field, payload)
     args: list[Arg] = [ref, gen, status.value, field, sealed, payloads.field(ref, "msg", message)]
     args.append("poisoned" if poisoned else "")
@@ -349,14 +437,16 @@ def read(k: Keys, ref: str, owner: str) -> ScriptCall[tuple[dict[str, str], dict
 def cancel(
     k: Keys, ref: str, owner: str, message: str, payloads: Payloads = PLAIN
 ) -> ScriptCall[Cancelled]:
-    keys = [k.task(ref), k.inputs(ref), k.wake(ref), k.leases, k.unclaimed]
-    keys += [k.active, k.expiry, k.stats]
+    shard = k.at(ref)
+    keys = [k.task(ref), k.inputs(ref), k.wake(ref), shard.leases, shard.unclaimed]
+    keys += [shard.active, shard.expiry, shard.stats]
     sealed = payloads.field(ref, "msg", message)
     return ScriptCall("cancel", keys, [owner, ref, sealed], _parse_cancelled)
 
 
 def release(k: Keys, ref: str, gen: int) -> ScriptCall[Reply]:
-    return ScriptCall("release", [k.task(ref), k.leases, k.unclaimed], [ref, gen], _reply)
+    shard = k.at(ref)
+    return ScriptCall("release", [k.task(ref), shard.leases, shard.unclaimed], [ref, gen], _reply)
 
 
 def save_step(
@@ -373,8 +463,9 @@ def save_step(
     return ScriptCall("save_step", [k.task(ref), k.steps(ref)], args, parse)
 
 
-def sweep(k: Keys, unclaimed_ms: int, batch: int, max_lost: int = 0) -> ScriptCall[list[Due]]:
-    """``max_lost``: lost runs after which a task is returned poisoned (0: never)."""
+def sweep(shard: Shard, unclaimed_ms: int, batch: int, max_lost: int = 0) -> ScriptCall[list[Due]]:
+    """One shard's sweep (its indexes and, undeclared, its task hashes: all on its slot).
+    ``max_lost``: lost runs after which a task is returned poisoned (0: never)."""
 
     def parse(r: list[str]) -> list[Due]:
         return [
@@ -382,8 +473,9 @@ def sweep(k: Keys, unclaimed_ms: int, batch: int, max_lost: int = 0) -> ScriptCa
             for i in range(0, len(r), 5)
         ]
 
-    keys = [k.leases, k.unclaimed, k.active, k.expiry]
-    return ScriptCall("sweep", keys, [k.task_prefix, unclaimed_ms, batch, max_lost], parse)
+    keys = [shard.leases, shard.unclaimed, shard.active, shard.expiry]
+    args: list[Arg] = [shard.task_prefix, unclaimed_ms, batch, max_lost]
+    return ScriptCall("sweep", keys, args, parse)
 
 
 def unlock(k: Keys, name: str, token: str) -> ScriptCall[bool]:

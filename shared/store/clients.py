@@ -2,17 +2,29 @@
 
 Every client has explicit socket timeouts (redis-py's defaults would let a request hang while
 Redis is down). Blocking reads get a socket timeout above their block time.
+
+A ``redis+sentinel://`` ``REDIS_URL`` (``shared.redis_urls``) gets the same pools, Sentinel's
+flavour: each new connection asks the sentinels where the primary is, and a connection to a
+primary that was demoted (a ``READONLY`` reply) is dropped, so after a failover the next
+round trip (redis-py's retry) lands on the new primary without a restart. A promoted replica
+may lack the Lua scripts: every script call reloads on ``NOSCRIPT`` (redis-py's ``Script``,
+and ``AsyncTaskStore._replicated``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import redis
 import redis.asyncio as aioredis
+import redis.asyncio.sentinel as aiosentinel
+import redis.cluster
+import redis.sentinel
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
+from shared import redis_urls
 from shared.redis_tls import redis_tls
 from shared.settings import Settings
 from shared.store.aio import AsyncTaskStore
@@ -28,6 +40,58 @@ def _url_and_tls(settings: Settings) -> tuple[str, dict[str, Any]]:
     return tls.url, tls.redis_py()
 
 
+class _BlockingSentinelPool(redis.sentinel.SentinelConnectionPool, redis.BlockingConnectionPool):
+    """Sentinel's pool (where the primary is, asked per new connection) that waits for a free
+    connection as :class:`redis.BlockingConnectionPool` does, instead of failing past its size."""
+
+
+class _AsyncBlockingSentinelPool(
+    aiosentinel.SentinelConnectionPool, aioredis.BlockingConnectionPool
+):
+    """The asyncio flavour of :class:`_BlockingSentinelPool`."""
+
+
+def _sentinel_pool_kwargs(
+    settings: Settings, target: redis_urls.SentinelUrl, tls: dict[str, Any]
+) -> dict[str, Any]:
+    """The servers' database, credentials and TLS (the URL's), for a Sentinel pool."""
+    kwargs: dict[str, Any] = {"db": target.db, "username": target.username}
+    kwargs["password"] = target.password
+    if target.tls:
+        kwargs.update(tls, ssl=True)
+    return kwargs
+
+
+def _sync_pool(settings: Settings, **options: Any) -> redis.ConnectionPool:
+    url, tls = _url_and_tls(settings)
+    if not redis_urls.is_sentinel(url):
+        return redis.BlockingConnectionPool.from_url(url, **tls, **options)
+    target = redis_urls.parse_sentinel(url)
+    sentinels = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        list(target.sentinels),
+        sentinel_kwargs=redis_urls.sentinel_kwargs(
+            target, settings.redis_sentinel_password, settings.redis_timeout_s, tls
+        ),
+    )
+    kwargs = _sentinel_pool_kwargs(settings, target, tls)
+    return _BlockingSentinelPool(target.service, sentinels, **kwargs, **options)  # type: ignore[no-untyped-call]
+
+
+def _async_pool(settings: Settings, **options: Any) -> aioredis.ConnectionPool:
+    url, tls = _url_and_tls(settings)
+    if not redis_urls.is_sentinel(url):
+        return aioredis.BlockingConnectionPool.from_url(url, **tls, **options)
+    target = redis_urls.parse_sentinel(url)
+    sentinels = aiosentinel.Sentinel(  # type: ignore[no-untyped-call]
+        list(target.sentinels),
+        sentinel_kwargs=redis_urls.sentinel_kwargs(
+            target, settings.redis_sentinel_password, settings.redis_timeout_s, tls
+        ),
+    )
+    kwargs = _sentinel_pool_kwargs(settings, target, tls)
+    return _AsyncBlockingSentinelPool(target.service, sentinels, **kwargs, **options)  # type: ignore[no-untyped-call]
+
+
 SYNC_POOL_SIZE = 64
 """Connections of one synchronous client. A thread pool's runs share them: a command takes one
 for a round trip (nobody holds one to wait: ``shared.store.wakeups``), and a thread that finds
@@ -37,10 +101,10 @@ default pool (100, then an error) would."""
 
 def sync_client(settings: Settings, *, block_s: float = 0.0) -> redis.Redis:
     timeout = settings.redis_timeout_s + block_s
-    url, tls = _url_and_tls(settings)
-    pool = redis.BlockingConnectionPool.from_url(
-        url,
-        **tls,
+    if settings.redis_cluster:
+        return _sync_cluster(settings, timeout)
+    pool = _sync_pool(
+        settings,
         max_connections=SYNC_POOL_SIZE,
         timeout=settings.redis_timeout_s,
         decode_responses=True,
@@ -60,15 +124,18 @@ past its size."""
 
 
 def async_client(settings: Settings) -> aioredis.Redis:
-    """The web tier's client: fails fast (one retry) so a Redis outage answers 503 quickly."""
-    url, tls = _url_and_tls(settings)
-    pool = aioredis.BlockingConnectionPool.from_url(
-        url,
-        **tls,
+    """The web tier's client: fails fast (one retry) so a Redis outage answers 503 quickly.
+    Its reads wait for no more than ``MCPQ_REDIS_TIMEOUT_S``, plus a write's ``WAIT`` for its
+    replicas when ``MCPQ_REDIS_MIN_REPLICAS`` asks for one."""
+    wait_s = settings.redis_replica_wait_ms / 1000 if settings.redis_min_replicas else 0.0
+    if settings.redis_cluster:
+        return _async_cluster(settings, settings.redis_timeout_s + wait_s)
+    pool = _async_pool(
+        settings,
         max_connections=ASYNC_POOL_SIZE,
         timeout=settings.redis_timeout_s,
         decode_responses=True,
-        socket_timeout=settings.redis_timeout_s,
+        socket_timeout=settings.redis_timeout_s + wait_s,
         socket_connect_timeout=min(settings.redis_timeout_s, 0.5),
         health_check_interval=30,
         retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
@@ -76,19 +143,72 @@ def async_client(settings: Settings) -> aioredis.Redis:
     return aioredis.Redis.from_pool(pool)  # the client owns (and closes) its pool
 
 
+# -- Redis Cluster (MCPQ_REDIS_CLUSTER) ----------------------------------------------------------
+# redis-py's cluster clients speak every command the store sends (scripts, pipelines, pub/sub),
+# routing each by its keys' slot and following MOVED/ASK and TRYAGAIN (a slot being migrated)
+# and a failover (a new slot map). They are typed as the plain clients: that is all the store
+# relies on. Each node gets a pool of the plain client's size.
+CLUSTER_ATTEMPTS = 10
+"""Redirections and retries (MOVED, ASK, TRYAGAIN, a node down) before a command fails: enough
+to ride out a failover (a replica takes over in about a node timeout) or a slot migration."""
+
+
+def _sync_cluster(settings: Settings, socket_timeout: float) -> redis.Redis:
+    url, tls = _url_and_tls(settings)
+    client = redis.cluster.RedisCluster.from_url(
+        url,
+        **tls,
+        connection_pool_class=redis.BlockingConnectionPool,
+        max_connections=SYNC_POOL_SIZE,
+        timeout=settings.redis_timeout_s,
+        decode_responses=True,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=settings.redis_timeout_s,
+        health_check_interval=30,
+        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), CLUSTER_ATTEMPTS),
+    )
+    return cast(redis.Redis, client)
+
+
+def _async_cluster(settings: Settings, socket_timeout: float) -> aioredis.Redis:
+    url, tls = _url_and_tls(settings)
+    client = aioredis.RedisCluster.from_url(
+        url,
+        **tls,
+        max_connections=ASYNC_POOL_SIZE,
+        decode_responses=True,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=min(settings.redis_timeout_s, 0.5),
+        health_check_interval=30,
+        retry=AsyncRetry(ExponentialBackoff(cap=0.5, base=0.05), CLUSTER_ATTEMPTS),
+    )
+    return cast(aioredis.Redis, client)
+
+
+def store_keys(settings: Settings) -> Keys:
+    """The key schema of this deployment: its prefix and its shards (``MCPQ_STORE_SHARDS``)."""
+    return Keys(settings.key_prefix, settings.store_shards)
+
+
 def payloads(settings: Settings) -> Payloads:
     """How this deployment stores payloads (``MCPQ_DATA_KEYS``): built once per store, so each
     key's AES-GCM object is made once per process. Raises ``DataKeyError`` when malformed."""
-    return Payloads.from_setting(settings.data_keys, Keys(settings.key_prefix))
+    return Payloads.from_setting(settings.data_keys, store_keys(settings))
 
 
 def open_store(settings: Settings) -> TaskStore:
     """The synchronous store (workers, the sweeper, ``mcpq status``). Waiting runs do not
     block on it: they share a pub/sub connection (``shared.store.wakeups``)."""
-    keys = Keys(settings.key_prefix)
+    keys = store_keys(settings)
     return TaskStore(sync_client(settings), keys, payloads(settings), max_runs=settings.max_runs)
 
 
 def open_async_store(settings: Settings) -> AsyncTaskStore:
-    keys = Keys(settings.key_prefix)
-    return AsyncTaskStore(async_client(settings), keys, payloads(settings))
+    keys = store_keys(settings)
+    return AsyncTaskStore(
+        async_client(settings),
+        keys,
+        payloads(settings),
+        min_replicas=settings.redis_min_replicas,
+        replica_wait_ms=settings.redis_replica_wait_ms,
+    )

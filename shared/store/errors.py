@@ -12,9 +12,29 @@ from contextlib import contextmanager
 
 import redis.exceptions as rexc
 
-from shared.errors import StoreUnavailable
+from shared.errors import INTERNAL_ERROR, McpError, StoreUnavailable
 
-_NOT_NOW = ("OOM", "LOADING", "READONLY", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN")
+
+class NotReplicated(StoreUnavailable):
+    """The primary made a write that fewer than ``MCPQ_REDIS_MIN_REPLICAS`` replicas confirmed
+    within ``MCPQ_REDIS_REPLICA_WAIT_MS``: a failover now could lose it, so the client is not
+    told it succeeded. HTTP 503 (with ``Retry-After``, as every 503): retry."""
+
+    def __init__(self, required: int, replicas: int) -> None:
+        data = {"requiredReplicas": required, "replicas": replicas}
+        McpError.__init__(self, INTERNAL_ERROR, "not replicated", data, http_status=503)
+
+
+_NOT_NOW = (
+    "OOM",
+    "LOADING",
+    "READONLY",
+    "MASTERDOWN",
+    "BUSY",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+    "NOREPLICAS",  # min-replicas-to-write: the primary has too few replicas right now
+)
 
 
 @contextmanager

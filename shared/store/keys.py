@@ -1,29 +1,46 @@
 """Every Redis key mcpq uses, built in one place.
 
-All keys share one prefix that is also a Redis Cluster hash tag (``{mcpq}`` by default), so every
-Lua script may touch a task and the global indexes atomically, on one slot. The prefix stays clear
-of Celery's ``celery-task-meta-*`` and kombu's ``_kombu.*`` / ``unacked*`` keys.
+Keys live under one prefix (``mcpq`` by default) and carry Redis Cluster hash tags, so that every
+Lua script touches keys of one slot only. The prefix stays clear of Celery's
+``celery-task-meta-*`` and kombu's ``_kombu.*`` / ``unacked*`` keys.
+
+Shards (``MCPQ_STORE_SHARDS`` = N). With N = 1 (the default) every key shares the tag
+``{mcpq}``: one slot, the key names mcpq always had. With N > 1 a task goes to shard
+``s = crc32(ref) % N``; its keys and the indexes its transitions update (``leases``,
+``unclaimed``, ``active``, ``expiry``, ``stats``) carry that shard's tag ``{mcpq:<s>:<salt>}``, so
+a transition is still one script on one slot, and a Redis Cluster spreads the shards over its
+primaries. A principal's admission keys (quota sets, token bucket, used ``requestState``
+markers) live on its *home* shard, ``crc32(principal key) % N``. What no transition touches
+together with a task keeps the global tag ``{mcpq}``: worker heartbeats, locks, API keys,
+sessions and the ``tasks/list`` indexes. The ``<salt>`` of each shard tag is the smallest number
+that puts the tag's slot (CRC16, as Redis Cluster computes it) within an eighth of a cell of the
+centre of the shard's cell, the cells being the 16384 slots cut into N equal ranges: the N shards
+sit evenly over the slots, so a cluster whose primaries own equal contiguous ranges (what
+``redis-cli --cluster create`` makes) gets N / primaries shards each. N is fixed for the life of
+a store: a task's keys are found from its ref and N, and its payloads are sealed to its key
+names, so changing N needs an empty (drained) store.
 
 Tasks are stored under ``ref = sha256(taskId)[:32 hex]``, never under the ``taskId`` itself: the
 id is a bearer token, and neither Celery messages, Flower nor logs ever carry it. Redis holds it
 in one place only: the ``tasks/list`` index of the principal (or anonymous session) that created
 a task over the 2025-11-25 wire, because that method must hand the ids back to their owner.
 
-Schema (``<p>`` = ``{mcpq}``):
+Schema (``<p>`` = ``{mcpq}``, the global tag; ``<s>``: the tag of the task's shard, ``<h>``: of
+the principal's home shard; all three are ``{mcpq}`` when N = 1):
 
 ==========================  =====  ===========================================================
-``<p>:t:<ref>``             hash   the task: status, msg, created_ms, updated_ms, ttl_ms,
+``<s>:t:<ref>``             hash   the task: status, msg, created_ms, updated_ms, ttl_ms,
                                    expire_at, poll_ms, tool, queue, args, owner, caps, pre,
                                    sync, gen (fencing), lease (ms), parked, runs, sends
                                    (messages sent since the last claim), lost (runs whose
                                    lease expired unfinished), result, error,
                                    reports (``ctx.report`` count), push (a channel),
                                    answered (1 once the answers hash exists)
-``<p>:t:<ref>:in``          hash   outstanding input requests: key -> request JSON
-``<p>:t:<ref>:ans``         hash   delivered answers, kept for replay: key -> response JSON
-``<p>:t:<ref>:steps``       hash   memoized ``ctx.step`` results: name -> JSON
-``<p>:t:<ref>:wake``        chan   (a channel) wakes the task's run: an answer, a cancel
-``<p>:t:<ref>:ev``          chan   (a pub/sub channel, not a key) every change a client can
+``<s>:t:<ref>:in``          hash   outstanding input requests: key -> request JSON
+``<s>:t:<ref>:ans``         hash   delivered answers, kept for replay: key -> response JSON
+``<s>:t:<ref>:steps``       hash   memoized ``ctx.step`` results: name -> JSON
+``<s>:t:<ref>:wake``        chan   (a channel) wakes the task's run: an answer, a cancel
+``<s>:t:<ref>:ev``          chan   (a pub/sub channel, not a key) every change a client can
                                    see, published by the script that makes it
 ``<p>:s:<sref>``            hash   a 2025-era session (``sref`` = hash of ``Mcp-Session-Id``):
                                    version, caps, principal, scope, created_ms; sliding TTL
@@ -35,21 +52,21 @@ Schema (``<p>`` = ``{mcpq}``):
                                    tasks (2025-11-25 wire)
 ``<p>:l:<scope>:ids``       hash   ref -> taskId of those tasks (``tasks/list`` must return ids)
 ``<p>:l:<scope>:ev``        chan   changes of those tasks (the task hash's ``push`` field)
-``<p>:leases``              zset   ref -> lease deadline (ms) of running tasks
-``<p>:unclaimed``           zset   ref -> deadline (ms) by which a run must be enqueued, or
+``<s>:leases``              zset   ref -> lease deadline (ms) of running tasks
+``<s>:unclaimed``           zset   ref -> deadline (ms) by which a run must be enqueued, or
                                    once enqueued, started (claimed); claim removes it
-``<p>:active``              zset   ref -> createdAt (ms) of every non-terminal task
-``<p>:expiry``              zset   ref -> expire-at (ms) of non-terminal tasks with a TTL
-``<p>:stats``               hash   counters: created|completed|failed|cancelled:<tool>,
+``<s>:active``              zset   ref -> createdAt (ms) of every non-terminal task
+``<s>:expiry``              zset   ref -> expire-at (ms) of non-terminal tasks with a TTL
+``<s>:stats``               hash   counters: created|completed|failed|cancelled:<tool>,
                                    poisoned:<tool> (failed for lost runs);
                                    gauges: state:input_required, parked,
                                    inputs (outstanding input requests)
 ``<p>:workers``             zset   worker node name -> last heartbeat (ms)
-``<p>:q:<pk>:tasks``        zset   quota: ref -> createdAt of a principal's unfinished tasks
+``<h>:q:<pk>:tasks``        zset   quota: ref -> createdAt of a principal's unfinished tasks
                                    (``pk`` = hash of the principal); ended ones leave lazily
-``<p>:q:<pk>:sync``         zset   quota: the same for its synchronous calls in flight
-``<p>:q:<pk>:rate``         hash   quota: the principal's token bucket (tokens, at ms)
-``<p>:used:<jti>``          str    a task-creating ``requestState`` already used; its TTL is
+``<h>:q:<pk>:sync``         zset   quota: the same for its synchronous calls in flight
+``<h>:q:<pk>:rate``         hash   quota: the principal's token bucket (tokens, at ms)
+``<h>:used:<jti>``          str    a task-creating ``requestState`` already used; its TTL is
                                    the state's remaining life
 ``<p>:k:<key id>``          hash   an API key: name, digest (SHA-256 of its secret), scopes,
                                    created_ms, revoked_ms
@@ -61,16 +78,21 @@ Payloads are sealed (``payloads``, ``MCPQ_DATA_KEYS``): the task's args, caps, p
 error and msg, every value of ``:in``, ``:ans`` and ``:steps``, a session's caps. Everything a
 script reads stays plain.
 
-Every per-task key expires with the task (``expire_at`` = createdAt + ttlMs). The indexes, the
-stats and the worker list are global; index entries leave when their task ends. A lock expires
-by itself.
+Every per-task key expires with the task (``expire_at`` = createdAt + ttlMs). The indexes and
+the stats (one set per shard) and the worker list never expire; index entries leave when their
+task ends. A lock expires by itself.
 The ``state:*`` gauges drift if a non-terminal task reaches its TTL (it vanishes unfinished).
 """
 
 from __future__ import annotations
 
+import binascii
 import hashlib
+import zlib
 from dataclasses import dataclass
+from functools import cache, cached_property
+
+CLUSTER_SLOTS = 16384
 
 
 def task_ref(task_id: str) -> str:
@@ -80,39 +102,50 @@ def task_ref(task_id: str) -> str:
     return hashlib.sha256(task_id.encode()).hexdigest()[:32]
 
 
+def slot(tag: str) -> int:
+    """The Redis Cluster slot of every key tagged ``{tag}`` (CRC16/XMODEM mod 16384, the
+    cluster specification's hash)."""
+    return binascii.crc_hqx(tag.encode(), 0) % CLUSTER_SLOTS
+
+
+@cache
+def shard_tags(prefix: str, shards: int) -> tuple[str, ...]:
+    """The hash tag (without braces) of each shard: ``prefix`` alone for one shard, else
+    ``<prefix>:<s>:<salt>`` with the smallest salt that puts shard ``s`` near the centre of
+    the ``s``-th of ``shards`` equal slot ranges (see the module docs)."""
+    if shards < 1:
+        raise ValueError(f"a store has at least one shard, not {shards}")
+    if shards == 1:
+        return (prefix,)
+    cell = CLUSTER_SLOTS / shards
+    window = max(cell / 8, 0.5)
+    tags = []
+    for s in range(shards):
+        centre = (s + 0.5) * cell
+        salt = 0
+        # Expected tries: cell / (2 * window) = 4; a few hundred at most for any N up to 16384.
+        while abs(slot(f"{prefix}:{s}:{salt}") - centre) > window:
+            salt += 1
+        tags.append(f"{prefix}:{s}:{salt}")
+    return tuple(tags)
+
+
+def shard_index(text: str, shards: int) -> int:
+    """Which of ``shards`` a task (by ref) or a principal (by its key hash) belongs to."""
+    return 0 if shards == 1 else zlib.crc32(text.encode()) % shards
+
+
 @dataclass(frozen=True)
-class Keys:
-    """Key builder for one prefix."""
+class Shard:
+    """The keys of one shard: its tasks' indexes and counters, and the admission keys of the
+    principals whose home it is. ``root`` is its hash tag, braces included."""
 
-    prefix: str = "mcpq"
-
-    @property
-    def root(self) -> str:
-        # The braces are a Cluster hash tag: every key of the store maps to one slot, so a
-        # script may touch a task and the global indexes together (a cluster would refuse
-        # a script whose keys span slots).
-        return "{" + self.prefix + "}"
+    index: int
+    root: str
 
     @property
     def task_prefix(self) -> str:
         return f"{self.root}:t:"
-
-    def task(self, ref: str) -> str:
-        return f"{self.task_prefix}{ref}"
-
-    def inputs(self, ref: str) -> str:
-        return f"{self.task(ref)}:in"
-
-    def answers(self, ref: str) -> str:
-        return f"{self.task(ref)}:ans"
-
-    def steps(self, ref: str) -> str:
-        return f"{self.task(ref)}:steps"
-
-    def wake(self, ref: str) -> str:
-        """The channel that wakes the task's run (answers, cancel); the run's process
-        subscribes to it (``shared.store.wakeups``)."""
-        return f"{self.task(ref)}:wake"
 
     @property
     def leases(self) -> str:
@@ -134,13 +167,109 @@ class Keys:
     def stats(self) -> str:
         return f"{self.root}:stats"
 
+    def quota(self, principal_key: str, kind: str) -> str:
+        """A principal's unfinished tasks (``kind`` ``tasks``) or sync calls (``sync``)."""
+        return f"{self.root}:q:{principal_key}:{kind}"
+
+    def bucket(self, principal_key: str) -> str:
+        return f"{self.root}:q:{principal_key}:rate"
+
+    def used_state(self, jti: str) -> str:
+        return f"{self.root}:used:{jti}"
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key builder for one prefix and number of shards (``MCPQ_STORE_SHARDS``)."""
+
+    prefix: str = "mcpq"
+    shards: int = 1
+
+    def __post_init__(self) -> None:
+        shard_tags(self.prefix, self.shards)  # refuses a count below one here, not later
+
+    @cached_property
+    def all_shards(self) -> tuple[Shard, ...]:
+        return tuple(
+            Shard(i, "{" + tag + "}") for i, tag in enumerate(shard_tags(self.prefix, self.shards))
+        )
+
+    def at(self, ref: str) -> Shard:
+        """The shard of task ``ref``: its keys and the indexes its transitions update."""
+        return self.all_shards[shard_index(ref, self.shards)]
+
+    def home(self, principal_key: str) -> Shard:
+        """The shard holding a principal's quota sets, token bucket and used states."""
+        return self.all_shards[shard_index(principal_key, self.shards)]
+
     @property
-    def workers(self) -> str:
-        return f"{self.root}:workers"
+    def root(self) -> str:
+        # The braces are a Cluster hash tag: every global key maps to one slot (with one shard,
+        # every key of the store does, which lets any script touch anything).
+        return "{" + self.prefix + "}"
+
+    @property
+    def _only(self) -> Shard:
+        if self.shards != 1:
+            raise ValueError("a sharded store has one of these per shard: use Keys.at(ref)")
+        return self.all_shards[0]
+
+    # -- the single shard's indexes (a store of one shard; tests and benchmarks) ---------------
+    @property
+    def task_prefix(self) -> str:
+        return self._only.task_prefix
+
+    @property
+    def leases(self) -> str:
+        return self._only.leases
+
+    @property
+    def unclaimed(self) -> str:
+        return self._only.unclaimed
+
+    @property
+    def active(self) -> str:
+        return self._only.active
+
+    @property
+    def expiry(self) -> str:
+        return self._only.expiry
+
+    @property
+    def stats(self) -> str:
+        return self._only.stats
+
+    # -- a task ----------------------------------------------------------------------------------
+    def task(self, ref: str) -> str:
+        return f"{self.at(ref).task_prefix}{ref}"
+
+    def inputs(self, ref: str) -> str:
+        return f"{self.task(ref)}:in"
+
+    def answers(self, ref: str) -> str:
+        return f"{self.task(ref)}:ans"
+
+    def steps(self, ref: str) -> str:
+        return f"{self.task(ref)}:steps"
+
+    def wake(self, ref: str) -> str:
+        """The channel that wakes the task's run (answers, cancel); the run's process
+        subscribes to it (``shared.store.wakeups``)."""
+        return f"{self.task(ref)}:wake"
 
     def events(self, ref: str) -> str:
         """The task's pub/sub channel (see ``publish`` in ``lua/_prelude.lua``)."""
         return f"{self.task(ref)}:ev"
+
+    @staticmethod
+    def ref_of(task_key: str) -> str:
+        """The ref of a task key (what the scripts publish on a task's channel)."""
+        return task_key.rpartition(":t:")[2]
+
+    # -- global ----------------------------------------------------------------------------------
+    @property
+    def workers(self) -> str:
+        return f"{self.root}:workers"
 
     def session(self, sref: str) -> str:
         return f"{self.root}:s:{sref}"
@@ -163,13 +292,15 @@ class Keys:
 
     def quota(self, principal_key: str, kind: str) -> str:
         """A principal's unfinished tasks (``kind`` ``tasks``) or sync calls (``sync``)."""
-        return f"{self.root}:q:{principal_key}:{kind}"
+        return self.home(principal_key).quota(principal_key, kind)
 
     def bucket(self, principal_key: str) -> str:
-        return f"{self.root}:q:{principal_key}:rate"
+        return self.home(principal_key).bucket(principal_key)
 
     def used_state(self, jti: str) -> str:
-        return f"{self.root}:used:{jti}"
+        """A used state's marker in a store of one shard (a sharded store keeps it on the
+        principal's home shard: ``Shard.used_state``)."""
+        return self._only.used_state(jti)
 
     def api_key(self, key_id: str) -> str:
         return f"{self.root}:k:{key_id}"
@@ -182,6 +313,16 @@ class Keys:
         return f"{self.root}:lock:{name}"
 
     @property
+    def permanent(self) -> frozenset[str]:
+        """The keys that never expire: each shard's indexes and counters, the worker list."""
+        found = {self.workers}
+        for shard in self.all_shards:
+            found |= {shard.leases, shard.unclaimed, shard.active, shard.expiry, shard.stats}
+        return frozenset(found)
+
+    @property
     def pattern(self) -> str:
-        """Glob matching every key of this prefix (for tests and ops)."""
-        return self.root.replace("{", "[{]").replace("}", "[}]") + ":*"
+        """Glob matching every key of this prefix, of every shard (for tests and ops)."""
+        if self.shards == 1:
+            return self.root.replace("{", "[{]").replace("}", "[}]") + ":*"
+        return "[{]" + self.prefix + "[}:]*"

@@ -53,26 +53,30 @@ def _glob(text: str) -> str:
 def sealed_fields(keys: Keys, key: str) -> tuple[str, ...] | None:
     """Which fields of the hash at ``key`` hold payloads: ``()`` for all of them, ``None`` for
     a key that holds none."""
-    for prefix, fields in ((keys.task_prefix, TASK_FIELDS), (keys.session(""), SESSION_FIELDS)):
+    prefixes = [(shard.task_prefix, TASK_FIELDS) for shard in keys.all_shards]
+    for prefix, fields in [*prefixes, (keys.session(""), SESSION_FIELDS)]:
         if key.startswith(prefix):
             rest = key[len(prefix) :]
             if ":" not in rest:
                 return fields
-            if prefix == keys.task_prefix and rest[rest.index(":") :] in _TASK_HASHES:
+            if fields is TASK_FIELDS and rest[rest.index(":") :] in _TASK_HASHES:
                 return ()
     return None
 
 
 def scan(client: redis.Redis, keys: Keys, batch: int) -> Iterator[list[str]]:
-    """The store's payload-holding keys (tasks and what hangs off them, sessions), in batches."""
-    for prefix in (keys.task_prefix, keys.session("")):
-        cursor = 0
-        while True:
-            cursor, found = client.scan(cursor, match=_glob(prefix) + "*", count=batch)
-            if found:
-                yield [str(key) for key in found]
-            if int(cursor) == 0:
-                break
+    """The store's payload-holding keys (tasks and what hangs off them, sessions), in batches:
+    every shard's (``scan_iter``: every primary's, on a cluster)."""
+    prefixes = [shard.task_prefix for shard in keys.all_shards] + [keys.session("")]
+    for prefix in prefixes:
+        found: list[str] = []
+        for key in client.scan_iter(match=_glob(prefix) + "*", count=batch):
+            found.append(str(key))
+            if len(found) >= batch:
+                yield found
+                found = []
+        if found:
+            yield found
 
 
 def _reseal_call(key: str, triples: list[str]) -> ScriptCall[int]:

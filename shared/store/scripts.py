@@ -14,6 +14,7 @@ from importlib import resources
 
 NAMES = (
     "create",
+    "admit",
     "mark_enqueued",
     "claim",
     "renew",

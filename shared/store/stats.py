@@ -1,7 +1,9 @@
 """Deployment-wide numbers, read in one round trip: what ``/metrics`` and ``mcpq status`` show.
 
 The counters and gauges are kept by the Lua scripts themselves in the ``stats`` hash (see
-``keys``), so they are the same whichever web replica is scraped. Reads that are not scripts
+``keys``), so they are the same whichever web replica is scraped. A sharded store has one such
+hash (and one ``active`` index) per shard: a snapshot reads them all in its one pipeline (a
+cluster client splits it by node) and adds them up. Reads that are not scripts
 are :class:`~shared.store.calls.PipelineCall` values, executed by both stores (one pipeline,
 no transaction).
 """
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.store.calls import PipelineCall, Queue
-from shared.store.keys import Keys
+from shared.store.keys import Keys, Shard
 
 #: Counters by tool in the stats hash (``<kind>:<tool>``). ``poisoned``: failed because its runs
 #: kept losing their worker (``MCPQ_MAX_RUNS``), counted under ``failed`` too.
@@ -48,8 +50,29 @@ class StatsSnapshot:
         return max(0.0, (self.read_at_ms - self.oldest_created_ms) / 1000)
 
 
-def _parse_stats(queues: Sequence[str], replies: list[Any]) -> StatsSnapshot:
-    stats, workers, unfinished, oldest, *depths = replies
+def _merge(per_shard: list[tuple[Any, Any, Any]]) -> tuple[dict[str, int], int, list[Any]]:
+    """The shards' stats hashes added up, their unfinished counts too, and the oldest of their
+    oldest unfinished tasks (``[(ref, createdAt)]``, or ``[]``)."""
+    merged: dict[str, int] = {}
+    unfinished, oldest = 0, list[Any]()
+    for stats, count, first in per_shard:
+        for name, raw in stats.items():
+            merged[str(name)] = merged.get(str(name), 0) + int(raw)
+        unfinished += int(count)
+        if first and (not oldest or float(first[0][1]) < float(oldest[0][1])):
+            oldest = first
+    return merged, unfinished, oldest
+
+
+def _parse_stats(queues: Sequence[str], shards: int, replies: list[Any]) -> StatsSnapshot:
+    # The first shard's reads around the worker list (the order of a store of one shard), then
+    # the other shards' three reads each, then the queue depths.
+    first, workers, count, oldest_first = replies[:4]
+    rest = replies[4 : 4 + 3 * (shards - 1)]
+    depths = replies[4 + 3 * (shards - 1) :]
+    per_shard = [(first, count, oldest_first)]
+    per_shard += [(rest[i], rest[i + 1], rest[i + 2]) for i in range(0, len(rest), 3)]
+    stats, unfinished, oldest = _merge(per_shard)
     totals: dict[str, dict[str, int]] = {kind: {} for kind in OUTCOMES}
     states: dict[str, int] = {}
     for name, raw in stats.items():
@@ -76,17 +99,29 @@ def _parse_stats(queues: Sequence[str], replies: list[Any]) -> StatsSnapshot:
     )
 
 
+def _shard_reads(shard: Shard) -> list[Queue]:
+    return [
+        lambda p: p.hgetall(shard.stats),
+        lambda p: p.zcard(shard.active),
+        lambda p: p.zrange(shard.active, 0, 0, withscores=True),
+    ]
+
+
+def _llen(key: str) -> Queue:
+    return lambda p: p.llen(key)
+
+
 def snapshot(k: Keys, queues: Sequence[str]) -> PipelineCall[StatsSnapshot]:
     """The snapshot; ``queues`` are Celery queue names, whose depth is the broker's list."""
     names = list(queues)
-    commands: list[Queue] = [
-        lambda p: p.hgetall(k.stats),
-        lambda p: p.zrange(k.workers, 0, -1, withscores=True),
-        lambda p: p.zcard(k.active),
-        lambda p: p.zrange(k.active, 0, 0, withscores=True),
-        *((lambda p, q=queue: p.llen(q)) for queue in names),
-    ]
-    return PipelineCall(commands, lambda replies: _parse_stats(names, replies))
+    first, *others = k.all_shards
+    stats, count, oldest = _shard_reads(first)
+    commands: list[Queue] = [stats, lambda p: p.zrange(k.workers, 0, -1, withscores=True)]
+    commands += [count, oldest]
+    commands += [read for shard in others for read in _shard_reads(shard)]
+    commands += [_llen(queue) for queue in names]
+    shards = len(k.all_shards)
+    return PipelineCall(commands, lambda replies: _parse_stats(names, shards, replies))
 
 
 def live_workers(k: Keys, window_s: float) -> PipelineCall[int]:

@@ -14,12 +14,16 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import redis
+import redis.cluster
 
+from shared.jobs import Message
 from shared.store import calls, rotation, scripts, stats
 from shared.store.calls import (
+    Admission,
     Claim,
     Due,
     InputPoll,
+    NewTask,
     PipelineCall,
     Renewal,
     ScriptCall,
@@ -67,6 +71,11 @@ class TaskStore:
         is atomic on its own)."""
         if not many:
             return []
+        if isinstance(self._redis, redis.cluster.RedisCluster):
+            # redis-py's cluster pipeline refuses scripts: one call after another, each routed
+            # to its slot's node (redirections followed). Each script is atomic on its own
+            # either way; only the round trips differ.
+            return [self.run(call) for call in many]
         with store_errors():
             pipe = self._redis.pipeline(transaction=False)
             for call in many:
@@ -147,10 +156,43 @@ class TaskStore:
             return None
         return TaskRecord.from_hash(ref, stored, self._payloads)  # type: ignore[arg-type]
 
+    # -- the web tier's create, for tests and tools (the web runs it on the asyncio store) -------
+    def create(
+        self,
+        task: NewTask,
+        unclaimed_ms: int,
+        admit: Admission | None = None,
+        message: Message | None = None,
+        start_within_ms: int = 0,
+    ) -> int | None:
+        """See ``AsyncTaskStore.create``."""
+        if admit is not None and self._keys.shards > 1:
+            self._admit(task.ref, admit)
+            admit = None
+        call = calls.create(
+            self._keys, task, unclaimed_ms, admit, message, start_within_ms, self._payloads
+        )
+        return self.run(call)
+
+    def _admit(self, ref: str, admit: Admission) -> None:
+        full = self.run(calls.admit(self._keys, ref, admit))
+        if full is not None:
+            found = self.pipeline(calls.statuses(self._keys, list(full.members)))
+            ended = calls.ended_members(full, found)
+            self.run(calls.admit(self._keys, ref, admit, ended, may_ask=False))
+
     # -- recovery: the sweeper ------------------------------------------------------------------
     def sweep(self, unclaimed_ms: int, batch: int = 100) -> list[Due]:
-        """Runs to enqueue again, and tasks to fail (``poisoned``: see ``max_runs``)."""
-        return self.run(calls.sweep(self._keys, unclaimed_ms, batch, self.max_runs))
+        """Runs to enqueue again, and tasks to fail (``poisoned``: see ``max_runs``), from
+        every shard in one round trip. ``batch`` bounds each index's due entries per call: a
+        sharded store gives each shard its share (at least one), so a sweep (and the lock it
+        holds) stays as short as with one shard."""
+        shards = self._keys.all_shards
+        if len(shards) == 1:
+            return self.run(calls.sweep(shards[0], unclaimed_ms, batch, self.max_runs))
+        each = max(1, -(-batch // len(shards)))
+        found = self.run_many([calls.sweep(s, unclaimed_ms, each, self.max_runs) for s in shards])
+        return [due for part in found for due in part]
 
     def mark_enqueued(self, ref: str, start_within_ms: int) -> bool:
         return self.run(calls.mark_enqueued(self._keys, ref, start_within_ms))

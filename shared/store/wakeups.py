@@ -215,8 +215,7 @@ its tasks on a timer too, and a change only says "read again")."""
 class AsyncWatch:
     """The changes of the watched tasks, as refs, one at a time."""
 
-    def __init__(self, prefix_len: int) -> None:
-        self._prefix_len = prefix_len
+    def __init__(self) -> None:
         self.changes: asyncio.Queue[str] = asyncio.Queue(QUEUE_BOUND)
 
     def push(self, task_key: str) -> None:
@@ -232,7 +231,7 @@ class AsyncWatch:
             key = await asyncio.wait_for(self.changes.get(), timeout_s)
         except TimeoutError:
             return None
-        return key[self._prefix_len :]  # the task key -> its ref
+        return Keys.ref_of(key)  # the task key (of whichever shard) -> its ref
 
 
 class AsyncWakeups:
@@ -254,7 +253,7 @@ class AsyncWakeups:
 
     @contextlib.asynccontextmanager
     async def watch(self, channels: Sequence[str]) -> AsyncIterator[AsyncWatch]:
-        watch = AsyncWatch(len(self._keys.task_prefix))
+        watch = AsyncWatch()
         new: list[str] = []
         for channel in dict.fromkeys(channels):
             watches = self._watches.setdefault(channel, set())

@@ -5,6 +5,11 @@ redis-server, two web replicas (A and B, one gunicorn/uvicorn worker each) shari
 Celery worker (concurrency 2; io, then cpu: every test runs on both pool kinds) on the ``mcpq``
 queue, started with the built-in tools plus
 ``tests.e2e.tools_fixture``. Tests talk to it with ``ops.mcp_client.McpClient``.
+
+Celery's broker is the stack's Redis, unless a test module names more brokers in ``BROKERS``
+(``tests.support.stacks.BROKERS``: the lifecycle modules): its tests then run on a stack whose
+broker is RabbitMQ too (a vhost of its own), skipped with the reason where RabbitMQ is not
+reachable.
 """
 
 from __future__ import annotations
@@ -16,18 +21,38 @@ import pytest
 from ops.mcp_client import McpClient
 from ops.stack import Stack
 from shared.settings import DEFAULT_TOOLS
+from tests.support import rabbitmq
 from tests.support.stacks import LiveStack
 
 E2E_TOOLS = f"{DEFAULT_TOOLS},tests.e2e.tools_fixture"
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test on the session stack gets its broker: ``redis``, or each of the module's
+    ``BROKERS``. (Parametrized here rather than defaulted, so that all the tests on one broker
+    share one stack.)"""
+    if "broker" in metafunc.fixturenames:
+        brokers = getattr(metafunc.module, "BROKERS", ("redis",))
+        metafunc.parametrize("broker", brokers, indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
+def broker(request: pytest.FixtureRequest) -> str:
+    """Celery's broker of the session stack: ``redis`` or ``rabbitmq``."""
+    name = str(request.param)
+    if name == "rabbitmq" and (why := rabbitmq.unavailable()):
+        pytest.skip(why)
+    return name
+
+
 @pytest.fixture(scope="session", params=["io", "cpu"])
 def stack(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, broker: str
 ) -> Iterator[Stack]:
     """The whole e2e layer runs twice: on an io worker (threads, the default) and on a cpu one
-    (prefork)."""
-    running = LiveStack("e2e", tmp_path_factory.mktemp("e2e-stack"), tools=E2E_TOOLS)
+    (prefork); the lifecycle modules on each broker too."""
+    workdir = tmp_path_factory.mktemp(f"e2e-stack-{broker}")
+    running = LiveStack("e2e", workdir, tools=E2E_TOOLS, broker=broker)
     running.start(webs=2, workers=1, pool=request.param)
     yield running
     running.close()

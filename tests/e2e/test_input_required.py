@@ -16,8 +16,12 @@ from ops.mcp_client import McpClient, text_of
 from ops.processes import wait_until
 from ops.stack import Stack
 from shared.store import TERMINAL, task_ref
+from tests.support import stacks
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
+
+#: On both brokers (``tests/e2e/conftest.py``): Redis and RabbitMQ.
+BROKERS = stacks.BROKERS
 
 ACCEPT_DELETE = {"action": "accept", "content": {"confirm": True}}
 

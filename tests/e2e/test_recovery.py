@@ -13,8 +13,12 @@ import pytest
 from ops.mcp_client import McpClient, text_of
 from ops.stack import Stack
 from shared.store import task_ref
+from tests.support import stacks
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+#: On both brokers (``tests/e2e/conftest.py``): Redis and RabbitMQ.
+BROKERS = stacks.BROKERS
 
 
 def test_task_survives_a_worker_crash(client: McpClient, stack: Stack) -> None:

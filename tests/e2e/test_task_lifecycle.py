@@ -11,8 +11,12 @@ from ops.mcp_client import McpClient, text_of
 from ops.processes import descendant_pids, pid_alive, wait_until
 from ops.stack import Stack
 from shared.store import task_ref
+from tests.support import stacks
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
+
+#: On both brokers (``tests/e2e/conftest.py``): Redis and RabbitMQ.
+BROKERS = stacks.BROKERS
 
 ACK_KEYS = {"resultType", "_meta"}
 

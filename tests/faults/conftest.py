@@ -3,6 +3,11 @@ fault tools and knobs of ``support``, plus the knobs the test needs), and the fi
 down and asserts that no process is left: no member of any process group the stack started, no
 redis-server it started, and no live descendant of the test process that was not there before
 the test.
+
+Celery's broker is the stack's Redis unless the test asks for ``broker`` (indirect
+parametrization: ``@pytest.mark.parametrize("broker", BROKERS, indirect=True)``): then each of
+its stacks is made on that broker (RabbitMQ: a vhost of its own, skipped with the reason where
+RabbitMQ is not reachable).
 """
 
 from __future__ import annotations
@@ -17,14 +22,24 @@ from ops.processes import descendant_pids, pid_alive, read_proc_stat
 from ops.redis_binary import IN_MEMORY_ARGS
 from ops.stack import Stack
 from tests.faults.support import FAULT_KNOBS, FAULT_TOOLS, MakeStack
+from tests.support import rabbitmq
 from tests.support.redis_server import AOF_ARGS
 from tests.support.stacks import LiveStack
 
 
 @pytest.fixture
-def make_stack(tmp_path: Path) -> Iterator[MakeStack]:
+def broker(request: pytest.FixtureRequest) -> str:
+    """Celery's broker of the test's stacks: ``redis`` unless parametrized."""
+    name = str(getattr(request, "param", "redis"))
+    if name == "rabbitmq" and (why := rabbitmq.unavailable()):
+        pytest.skip(why)
+    return name
+
+
+@pytest.fixture
+def make_stack(tmp_path: Path, broker: str) -> Iterator[MakeStack]:
     """``make_stack(webs=1, workers=2, env={...}, aof=False, pool="cpu")`` starts a private
-    stack (``pool``: the workers' pool kind)."""
+    stack (``pool``: the workers' pool kind) on the test's ``broker``."""
     made: list[LiveStack] = []
     # Other layers' session fixtures (the e2e stack) may have children alive: only new ones count.
     before = {p for p in descendant_pids(os.getpid()) if pid_alive(p)}
@@ -44,6 +59,7 @@ def make_stack(tmp_path: Path) -> Iterator[MakeStack]:
             tools=FAULT_TOOLS,
             env={**FAULT_KNOBS, **(env or {})},
             redis_args=AOF_ARGS if aof else IN_MEMORY_ARGS,
+            broker=broker,
         )
         made.append(stack)
         stack.start(webs=webs, workers=workers, pool=pool)

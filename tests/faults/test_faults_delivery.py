@@ -28,8 +28,14 @@ from shared.settings import Settings
 from shared.store import task_ref
 from tests.faults.fault_app import EXIT_CODE, FAULT_APP
 from tests.faults.support import KEYS, MakeStack, lines
+from tests.support.stacks import BROKERS
 
-pytestmark = [pytest.mark.faults, pytest.mark.timeout(60)]
+pytestmark = [
+    pytest.mark.faults,
+    pytest.mark.timeout(60),
+    # On both brokers (tests/faults/conftest.py): Redis and RabbitMQ.
+    pytest.mark.parametrize("broker", BROKERS, indirect=True),
+]
 
 
 def test_web_dies_between_persist_and_enqueue(make_stack: MakeStack) -> None:
@@ -70,7 +76,9 @@ def test_duplicate_delivery_runs_the_tool_once(make_stack: MakeStack, tmp_path: 
     stack = make_stack(workers=1)
     effect, calls = tmp_path / "effect.txt", tmp_path / "calls.txt"
     producer = Celery("faults-duplicate")
-    producer.conf.update(celery_config(Settings(redis_url=stack.redis_url)))
+    producer.conf.update(
+        celery_config(Settings(redis_url=stack.redis_url, broker_url=stack.broker_url))
+    )
     try:
         with McpClient(stack.url(0)) as client:
             args = {"path": str(effect), "seconds": 3, "calls": str(calls)}

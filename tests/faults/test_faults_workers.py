@@ -28,8 +28,14 @@ from ops.processes import wait_until
 from ops.stack import Child, Stack
 from shared.store import task_ref
 from tests.faults.support import ACCEPT, KEYS, MakeStack, TaskWatch, lines, open_gauges
+from tests.support.stacks import BROKERS
 
-pytestmark = [pytest.mark.faults, pytest.mark.timeout(90)]
+pytestmark = [
+    pytest.mark.faults,
+    pytest.mark.timeout(90),
+    # On both brokers (tests/faults/conftest.py): Redis and RabbitMQ.
+    pytest.mark.parametrize("broker", BROKERS, indirect=True),
+]
 
 KILL_KNOBS = {"MCPQ_LEASE_S": "2"}
 

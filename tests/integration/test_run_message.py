@@ -130,7 +130,7 @@ def test_create_with_a_message_pushes_it_and_watches_the_run_as_sent(
         assert raw_client.lrange(queue, 0, -1) == [b'{"m": 1}']
         # and the run is watched as sent once: it must start within 300 s (not 2 s)
         assert field(store, ref, "sends") == "1"
-        deadline = in_index(store, store.keys.unclaimed, ref)
+        deadline = in_index(store, store.keys.at(ref).unclaimed, ref)
         assert deadline is not None and before + 300_000 <= deadline <= clock.now_ms() + 300_000
     finally:
         raw_client.delete(queue)

@@ -17,7 +17,7 @@ import pytest
 
 from shared.settings import Settings
 from shared.store import Claim, Due, Renewal, Reply, TaskStatus
-from tests.integration.conftest import RedisClock, TaskFactory
+from tests.integration.conftest import RedisClock, TaskFactory, stats_hash
 from tests.support.white_box import WhiteBoxStore, field, in_index
 from workers.sweeper import poisoned_message, sweep_once
 
@@ -87,9 +87,10 @@ def test_the_third_lost_run_makes_the_sweep_fail_the_task_atomically(
     assert (record.status, record.message, record.runs) == ("failed", message, 3)
     assert record.error == {"code": -32603, "message": message}
     assert record.result is None
-    for index in (store.keys.leases, store.keys.unclaimed, store.keys.active, store.keys.expiry):
+    shard = store.keys.at(ref)
+    for index in (shard.leases, shard.unclaimed, shard.active, shard.expiry):
         assert in_index(store, index, ref) is None, index
-    stats = store.redis.hgetall(store.keys.stats)
+    stats = stats_hash(store.redis, store.keys)
     assert (stats.get("failed:echo"), stats.get("poisoned:echo")) == ("1", "1")
     assert store.stats([]).totals["poisoned"] == {"echo": 1}
 
@@ -114,8 +115,8 @@ def test_a_claim_over_an_expired_lease_counts_it_and_refuses_to_start_past_the_l
     assert field(store, ref, "lost") == "2", "the second and third claims counted one each"
     assert store.claim(ref, LEASE_MS) == Claim("POISONED"), "a fourth run never starts"
     assert (field(store, ref, "lost"), field(store, ref, "runs")) == ("3", "3")
-    assert in_index(store, store.keys.leases, ref) is None
-    due_at = in_index(store, store.keys.unclaimed, ref)
+    assert in_index(store, store.keys.at(ref).leases, ref) is None
+    due_at = in_index(store, store.keys.at(ref).unclaimed, ref)
     assert due_at is not None and due_at <= clock.now_ms(), "due for the sweeper at once"
     assert store.claim(ref, LEASE_MS) == Claim("POISONED"), "and no later message starts it"
 
@@ -134,7 +135,7 @@ def test_a_sweeper_that_dies_before_failing_it_leaves_it_to_the_next_sweep(
         assert [due.poisoned for due in store.sweep(50)] == [run == 2]
     # The third sweep returned it poisoned; its sweeper died before finish.lua.
     assert field(store, ref, "status") == "working", "the sweep itself only reports it"
-    clock.wait_past(int(in_index(store, store.keys.unclaimed, ref) or 0))
+    clock.wait_past(int(in_index(store, store.keys.at(ref).unclaimed, ref) or 0))
     (again,) = store.sweep(50)
     assert (again.poisoned, again.gen, field(store, ref, "lost")) == (True, 3, "3")
 
@@ -154,7 +155,7 @@ def test_parked_runs_handed_back_runs_and_unstarted_messages_are_not_lost_runs(
     assert store.release(ref, resumed.gen) == "OK"  # a worker shutting down hands it back
     assert [d.poisoned for d in store.sweep(60_000)] == [False]
     store.mark_enqueued(ref, 1)  # re-sent; no worker starts it
-    clock.wait_past(int(in_index(store, store.keys.unclaimed, ref) or 0))
+    clock.wait_past(int(in_index(store, store.keys.at(ref).unclaimed, ref) or 0))
     assert [d.poisoned for d in store.sweep(60_000)] == [False]
     again = store.claim(ref, 5_000)
     assert again.reply is Reply.OK and field(store, ref, "lost") == "0"

@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from shared.store import Cancelled, Claim, InputPoll, Renewal, Reply, TaskStatus
+from tests.integration.conftest import stats_hash
 from tests.support.white_box import WhiteBoxStore
 
 ROUNDS = 1000
@@ -74,7 +75,7 @@ def snapshot(store: WhiteBoxStore, ref: str) -> dict[str, Any]:
     k = store.keys
     with store.redis.pipeline(transaction=True) as pipe:
         pipe.hgetall(k.task(ref)).exists(k.inputs(ref)).hgetall(k.answers(ref))
-        pipe.zscore(k.leases, ref).zscore(k.unclaimed, ref)
+        pipe.zscore(k.at(ref).leases, ref).zscore(k.at(ref).unclaimed, ref)
         task, inputs, answers, lease, unclaimed = pipe.execute()
     return {"task": task, "inputs": inputs, "answers": answers, "indexed": (lease, unclaimed)}
 
@@ -98,7 +99,7 @@ def test_cancel_racing_finish_has_exactly_one_winner(store, tasks, race, racers)
             assert orjson.loads(task["result"]) == RESULT
         wins[task["status"]] += 1
     assert wins["cancelled"] and wins["completed"], f"both orders must have happened: {wins}"
-    stats = store.redis.hgetall(store.keys.stats)
+    stats = stats_hash(store.redis, store.keys)
     ended = {"cancelled": int(stats["cancelled:echo"]), "completed": int(stats["completed:echo"])}
     assert ended == wins, "the counters agree with the replies"
     assert int(stats.get("state:working", 0)) == 0

@@ -31,7 +31,8 @@ def test_create_stores_a_working_task_watched_as_unclaimed(store, tasks, clock) 
     assert (record.tool, record.queue, record.owner) == ("echo", "tools-q", tasks.owner)
     assert (record.arguments, record.ttl_ms) == ({"text": "héllo", "n": [1, 2]}, 60_000)
     assert before <= record.created_ms == record.updated_ms <= clock.now_ms()
-    assert in_index(store, store.keys.unclaimed, ref) == record.created_ms + tasks.unclaimed_ms
+    due_at = in_index(store, store.keys.at(ref).unclaimed, ref)
+    assert due_at == record.created_ms + tasks.unclaimed_ms
 
 
 def test_a_second_create_with_the_same_ref_returns_none_and_changes_nothing(
@@ -47,12 +48,12 @@ def test_a_second_create_with_the_same_ref_returns_none_and_changes_nothing(
 def test_mark_enqueued_gives_the_run_longer_to_start(store, tasks, clock) -> None:
     # Given a task on the unclaimed watch with its short "must be enqueued" deadline
     ref = tasks.new()
-    short = in_index(store, store.keys.unclaimed, ref)
+    short = in_index(store, store.keys.at(ref).unclaimed, ref)
     assert short is not None
     # When its message is published, then the deadline becomes "must be started" (longer)
     before = clock.now_ms()
     store.mark_enqueued(ref, 300_000)
-    later = in_index(store, store.keys.unclaimed, ref)
+    later = in_index(store, store.keys.at(ref).unclaimed, ref)
     assert later is not None and later > short
     assert before + 300_000 <= later <= clock.now_ms() + 300_000
 
@@ -62,14 +63,14 @@ def test_mark_enqueued_after_the_claim_does_not_put_the_task_back(store, tasks) 
     ref = tasks.new()
     assert store.claim(ref, 5_000).reply == "OK"
     store.mark_enqueued(ref, 300_000)
-    assert in_index(store, store.keys.unclaimed, ref) is None
+    assert in_index(store, store.keys.at(ref).unclaimed, ref) is None
 
 
 def test_a_run_enqueued_but_never_started_is_swept_again(store, tasks, clock) -> None:
     # A message taken by a worker that died before starting it: enqueued, never claimed
     ref = tasks.new()
     store.mark_enqueued(ref, 50)
-    clock.wait_past(int(in_index(store, store.keys.unclaimed, ref) or 0))
+    clock.wait_past(int(in_index(store, store.keys.at(ref).unclaimed, ref) or 0))
     due = store.sweep(60_000)
     assert [item.ref for item in due] == [ref]
 
@@ -81,7 +82,7 @@ def test_each_resend_of_an_unstarted_run_waits_twice_as_long(store, tasks, clock
     for _send in range(3):
         before = clock.now_ms()
         assert store.mark_enqueued(ref, 10_000) == 1
-        waits.append(int(in_index(store, store.keys.unclaimed, ref) or 0) - before)
+        waits.append(int(in_index(store, store.keys.at(ref).unclaimed, ref) or 0) - before)
     # then each waits twice as long as the one before: a backlog does not multiply messages
     assert [round(w, -3) for w in waits] == [10_000, 20_000, 40_000]
     assert store.redis.hget(store.keys.task(ref), "sends") == "3"
@@ -106,8 +107,8 @@ def test_claim_ok_increments_gen_and_takes_a_lease(store, tasks, clock) -> None:
     assert claim.record is not None and claim.record.gen == claim.record.runs == 1
     lease = int(store.redis.hget(store.keys.task(ref), "lease"))
     assert 0 < lease - clock.now_ms() <= 5_000
-    assert in_index(store, store.keys.leases, ref) == lease
-    assert in_index(store, store.keys.unclaimed, ref) is None
+    assert in_index(store, store.keys.at(ref).leases, ref) == lease
+    assert in_index(store, store.keys.at(ref).unclaimed, ref) is None
 
 
 def test_claim_is_busy_while_the_lease_lives_then_ok_with_a_new_gen(store, tasks, clock) -> None:
@@ -127,16 +128,16 @@ def test_claim_of_a_parked_task_is_parked(store, tasks) -> None:
 def test_claim_of_a_terminal_task_is_terminal_and_drops_it_from_the_indexes(store, tasks) -> None:
     ref = tasks.new()
     store.cancel(ref, tasks.owner)
-    store.redis.zadd(store.keys.unclaimed, {ref: 0})  # a stale index entry
+    store.redis.zadd(store.keys.at(ref).unclaimed, {ref: 0})  # a stale index entry
     assert store.claim(ref, 1_000) == Claim("TERMINAL")
-    assert in_index(store, store.keys.unclaimed, ref) is None
+    assert in_index(store, store.keys.at(ref).unclaimed, ref) is None
 
 
 def test_claim_of_an_unknown_task_is_gone_and_drops_it_from_the_indexes(store) -> None:
     ref = task_ref("never-created")
-    store.redis.zadd(store.keys.leases, {ref: 0})
+    store.redis.zadd(store.keys.at(ref).leases, {ref: 0})
     assert store.claim(ref, 1_000) == Claim("GONE")
-    assert in_index(store, store.keys.leases, ref) is None
+    assert in_index(store, store.keys.at(ref).leases, ref) is None
 
 
 def test_claim_hands_the_new_run_its_delivered_answers(store, tasks) -> None:
@@ -157,11 +158,11 @@ def test_claim_of_a_task_whose_status_message_is_two_dashes(store, tasks) -> Non
 # -- renew, report ---------------------------------------------------------------------------------
 def test_renew_extends_the_lease_and_tells_the_status(store, tasks, clock) -> None:
     ref, gen = tasks.running(lease_ms=1_000)
-    first = in_index(store, store.keys.leases, ref) or 0
+    first = in_index(store, store.keys.at(ref).leases, ref) or 0
     clock.tick()
     assert store.renew(ref, gen, 60_000) == Renewal(Reply.OK, TaskStatus.WORKING)
     lease = int(field(store, ref, "lease") or 0)
-    assert lease > first + 50_000 and in_index(store, store.keys.leases, ref) == lease
+    assert lease > first + 50_000 and in_index(store, store.keys.at(ref).leases, ref) == lease
     store.request_input(ref, gen, {"k": {}})
     assert store.renew(ref, gen, 60_000) == Renewal(Reply.OK, TaskStatus.INPUT_REQUIRED)
 
@@ -316,7 +317,7 @@ def test_the_last_answer_wakes_the_waiting_worker(store, tasks, redis_client) ->
         assert store.answer(ref, tasks.owner, {"name": "Ada", "age": 36}, 1_000).reply == "WOKEN"
     assert field(store, ref, "status") == "working"
     assert woken == ["answer"]
-    assert in_index(store, store.keys.unclaimed, ref) is None
+    assert in_index(store, store.keys.at(ref).unclaimed, ref) is None
 
 
 def test_the_last_answer_resumes_a_parked_task_on_its_queue(store, tasks, clock) -> None:
@@ -325,9 +326,8 @@ def test_the_last_answer_resumes_a_parked_task_on_its_queue(store, tasks, clock)
     reply = store.answer(ref, tasks.owner, {"name": "Ada"}, 7_000)
     assert reply == Answered(Reply.RESUME, "echo", "tools-q")
     assert (field(store, ref, "status"), field(store, ref, "parked")) == ("working", "0")
-    assert (
-        now + 7_000 <= (in_index(store, store.keys.unclaimed, ref) or 0) <= clock.now_ms() + 7_000
-    )
+    due_at = in_index(store, store.keys.at(ref).unclaimed, ref) or 0
+    assert now + 7_000 <= due_at <= clock.now_ms() + 7_000
 
 
 def test_answer_from_another_owner_is_notfound(store, tasks, raw_client) -> None:
@@ -349,7 +349,7 @@ def test_park_frees_the_slot_of_a_run_that_still_waits(store, tasks) -> None:
     ref, gen = tasks.waiting("name")
     assert store.park(ref, gen) == "PARKED"
     assert (field(store, ref, "parked"), field(store, ref, "lease")) == ("1", "0")
-    assert in_index(store, store.keys.leases, ref) is None
+    assert in_index(store, store.keys.at(ref).leases, ref) is None
 
 
 def test_park_after_the_answers_arrived_goes_on_in_place(store, tasks, raw_client) -> None:
@@ -371,7 +371,7 @@ def test_finish_completed_stores_the_result_and_clears_the_run(store, tasks) -> 
     assert record.error is None
     assert field(store, ref, "lease") == "0"
     assert store.redis.exists(store.keys.inputs(ref), store.keys.wake(ref)) == 0
-    assert in_index(store, store.keys.leases, ref) is None
+    assert in_index(store, store.keys.at(ref).leases, ref) is None
 
 
 def test_finish_failed_stores_the_error_and_drops_the_progress_text(store, tasks) -> None:
@@ -413,14 +413,14 @@ def test_cancel_clears_inputs_and_wakes_the_worker(store, tasks, redis_client) -
     assert record is not None and (record.status, record.message) == ("cancelled", "user gave up")
     assert store.redis.exists(store.keys.inputs(ref)) == 0
     assert woken == ["cancel"]
-    assert in_index(store, store.keys.leases, ref) is None
+    assert in_index(store, store.keys.at(ref).leases, ref) is None
     assert store.claim(ref, 1_000) == Claim("TERMINAL")
 
 
 def test_cancel_without_a_live_worker_says_so(store, tasks) -> None:
     ref = tasks.new()
     assert store.cancel(ref, tasks.owner) == Cancelled(Reply.CANCELLED, False)
-    assert in_index(store, store.keys.unclaimed, ref) is None
+    assert in_index(store, store.keys.at(ref).unclaimed, ref) is None
     parked, _ = tasks.waiting(parked=True)
     assert store.cancel(parked, tasks.owner) == Cancelled(Reply.CANCELLED, False)
     assert field(store, parked, "parked") == "0"
@@ -447,8 +447,8 @@ def test_release_hands_the_run_back_at_once(store, tasks, clock) -> None:
     assert store.release(ref, gen + 1) == "SUPERSEDED"
     assert store.release(ref, gen) == "OK"
     assert field(store, ref, "lease") == "0"
-    assert in_index(store, store.keys.leases, ref) is None
-    assert (in_index(store, store.keys.unclaimed, ref) or 0) <= clock.now_ms()
+    assert in_index(store, store.keys.at(ref).leases, ref) is None
+    assert (in_index(store, store.keys.at(ref).unclaimed, ref) or 0) <= clock.now_ms()
     assert store.claim(ref, 1_000).gen == gen + 1  # no wait for the old lease
 
 

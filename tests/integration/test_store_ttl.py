@@ -38,8 +38,16 @@ def lease_of(store, ref: str) -> int:
     return int(store.redis.hget(store.keys.task(ref), "lease") or 0)
 
 
+def all_in(store, index: str) -> list[str]:
+    """The members of an index (``active``, ``unclaimed``...) of every shard."""
+    found = []
+    for shard in store.keys.all_shards:
+        found += store.redis.zrange(getattr(shard, index), 0, -1)
+    return found
+
+
 def unclaimed_at(store, ref: str) -> float | None:
-    return store.redis.zscore(store.keys.unclaimed, ref)
+    return store.redis.zscore(store.keys.at(ref).unclaimed, ref)
 
 
 def test_the_task_expires_at_created_plus_ttl(store, tasks) -> None:
@@ -89,8 +97,9 @@ def test_an_unlimited_task_has_no_expiry(store, tasks, key_leak_checker) -> None
 
 def test_the_leak_checker_reports_a_key_without_ttl(store, tasks, key_leak_checker) -> None:
     k = store.keys
-    assert {k.leases, k.unclaimed, k.stats} <= key_leak_checker.permanent
-    assert not any(key.startswith(k.task_prefix) for key in key_leak_checker.permanent)
+    for shard in k.all_shards:
+        assert {shard.leases, shard.unclaimed, shard.stats} <= key_leak_checker.permanent
+        assert not any(key.startswith(shard.task_prefix) for key in key_leak_checker.permanent)
     ref = tasks.new(ttl_ms=None)
     assert key_leak_checker.leaks() == [store.keys.task(ref)]
     store.redis.pexpire(store.keys.task(ref), 60_000)
@@ -114,7 +123,7 @@ def test_sweep_forgets_an_expired_task(store, tasks) -> None:
     ref = tasks.new(ttl_ms=100, unclaimed_ms=10)
     wait_until(lambda: store.record(ref) is None, timeout=5, message="the task to expire")
     assert store.sweep(60_000) == []
-    assert store.redis.zscore(store.keys.unclaimed, ref) is None
+    assert store.redis.zscore(store.keys.at(ref).unclaimed, ref) is None
 
 
 # -- the sweeper's deadlines -----------------------------------------------------------------------
@@ -124,7 +133,7 @@ def test_sweep_returns_an_expired_lease_once_and_rearms_it(store, tasks, clock) 
     now = clock.now_ms()
     assert store.sweep(5_000) == [Due(ref, "echo", "tools-q")]
     assert store.sweep(5_000) == []
-    assert store.redis.zscore(store.keys.leases, ref) is None
+    assert store.redis.zscore(store.keys.at(ref).leases, ref) is None
     assert now + 5_000 <= (unclaimed_at(store, ref) or 0) <= clock.now_ms() + 5_000
 
 
@@ -142,20 +151,28 @@ def test_sweep_skips_live_parked_ended_and_vanished_tasks(store, tasks) -> None:
     ended, gen = tasks.running()
     store.finish(ended, gen, "completed", {"content": []})
     gone = task_ref("expired-long-ago")
-    overdue = {ref: 0 for ref in (live, parked, ended, gone)}  # stale index entries
-    store.redis.zadd(store.keys.leases, overdue)
-    store.redis.zadd(store.keys.unclaimed, overdue)
+    for ref in (live, parked, ended, gone):  # stale index entries
+        store.redis.zadd(store.keys.at(ref).leases, {ref: 0})
+        store.redis.zadd(store.keys.at(ref).unclaimed, {ref: 0})
     assert store.sweep(60_000) == []
-    assert store.redis.zrange(store.keys.unclaimed, 0, -1) == []
+    assert all_in(store, "unclaimed") == []
     assert store.claim(live, 1_000) == Claim("BUSY")
 
 
 def test_sweep_takes_at_most_a_batch_per_index(store, tasks, clock) -> None:
-    refs = {tasks.new(unclaimed_ms=10) for _ in range(3)}
-    clock.wait_past(int(max(unclaimed_at(store, ref) or 0 for ref in refs)))
-    first, second = store.sweep(60_000, batch=2), store.sweep(60_000, batch=2)
-    assert (len(first), len(second)) == (2, 1)
-    assert {due.ref for due in first + second} == refs
+    # Three due tasks of one shard (a sharded store gives each shard its share of the batch).
+    by_shard: dict[int, set[str]] = {}
+    while not any(len(refs) == 3 for refs in by_shard.values()):
+        ref = tasks.new(unclaimed_ms=10)
+        by_shard.setdefault(store.keys.at(ref).index, set()).add(ref)
+    refs = next(refs for refs in by_shard.values() if len(refs) == 3)
+    others = set().union(*by_shard.values()) - refs
+    clock.wait_past(int(max(unclaimed_at(store, ref) or 0 for ref in refs | others)))
+    each = -(-2 // store.keys.shards)  # the batch of 2, shared by the shards
+    first = [due.ref for due in store.sweep(60_000, batch=2) if due.ref in refs]
+    assert len(first) == min(each, 3)
+    rest = [due.ref for _ in range(3) for due in store.sweep(60_000, batch=2) if due.ref in refs]
+    assert len(first + rest) == 3 and set(first + rest) == refs
 
 
 def test_active_lists_unfinished_tasks_and_sweep_drops_expired_ones(store, tasks) -> None:
@@ -166,10 +183,10 @@ def test_active_lists_unfinished_tasks_and_sweep_drops_expired_ones(store, tasks
     alive, expiring = tasks.new(), tasks.new(ttl_ms=100)
     created = store.record(alive)
     assert created is not None
-    assert store.redis.zscore(store.keys.active, alive) == created.created_ms
+    assert store.redis.zscore(store.keys.at(alive).active, alive) == created.created_ms
     wait_until(lambda: store.record(expiring) is None, timeout=5, message="the task to expire")
     store.sweep(60_000)
-    assert store.redis.zrange(store.keys.active, 0, -1) == [alive]
+    assert all_in(store, "active") == [alive]
 
 
 def test_sweep_drops_an_expired_task_behind_older_live_ones(store, tasks) -> None:
@@ -178,4 +195,4 @@ def test_sweep_drops_an_expired_task_behind_older_live_ones(store, tasks) -> Non
     wait_until(lambda: store.record(expiring) is None, timeout=5, message="the task to expire")
     for _ in range(3):
         store.sweep(60_000, batch=2)
-    assert set(store.redis.zrange(store.keys.active, 0, -1)) == older
+    assert set(all_in(store, "active")) == older

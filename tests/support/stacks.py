@@ -3,6 +3,10 @@
 Every test layer (e2e, faults, ops, conformance) builds its stacks as :class:`LiveStack`. While
 one runs it is listed by :func:`live_stacks`, so the root ``conftest.py`` can attach the tails of
 its process logs to a failing test's report; ``close()`` asserts that no process is left.
+
+``broker``: ``redis`` (the private Redis is the task store and Celery's broker) or ``rabbitmq``
+(Celery's broker is a vhost of the shared RabbitMQ made for this stack, ``tests.support.rabbitmq``,
+deleted when it closes; the private Redis stays the task store).
 """
 
 from __future__ import annotations
@@ -16,6 +20,10 @@ import redis
 
 from ops.stack import Stack
 from shared.store import Keys
+from tests.support import rabbitmq
+
+#: The brokers the lifecycle and fault suites run on.
+BROKERS = ("redis", "rabbitmq")
 
 # Short knobs: tests must not wait on production-sized timers.
 FAST_KNOBS = {
@@ -40,18 +48,33 @@ class LiveStack(Stack):
     until closed."""
 
     def __init__(
-        self, name: str, workdir: Path, *, env: Mapping[str, str] | None = None, **kwargs: Any
+        self,
+        name: str,
+        workdir: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        broker: str = "redis",
+        **kwargs: Any,
     ) -> None:
-        super().__init__(name, workdir, env=FAST_KNOBS if env is None else env, **kwargs)
+        assert broker in BROKERS, broker
+        #: The stack's own RabbitMQ vhost (``broker="rabbitmq"``), deleted by ``close``.
+        self.vhost = rabbitmq.create_vhost() if broker == "rabbitmq" else None
+        broker_url = self.vhost.url if self.vhost is not None else ""
+        env = FAST_KNOBS if env is None else env
+        super().__init__(name, workdir, env=env, broker_url=broker_url, **kwargs)
         _LIVE.append(self)
 
     def close(self, *, check: bool = True) -> dict[str, list[int]]:
-        """Stop everything; with ``check``, assert that nothing is left behind."""
+        """Stop everything (then delete the stack's vhost); with ``check``, assert that nothing
+        is left behind."""
         try:
             left = super().close()
         finally:
             if self in _LIVE:
                 _LIVE.remove(self)
+            if self.vhost is not None:
+                vhost, self.vhost = self.vhost, None
+                rabbitmq.delete_vhost(vhost)
         assert not (check and left), f"processes left after teardown: {left}"
         return left
 

@@ -7,8 +7,7 @@ from typing import Any
 
 import redis
 
-from shared.jobs import Message
-from shared.store import Answered, Cancelled, Keys, NewTask, TaskStore, calls
+from shared.store import Answered, Cancelled, Keys, TaskStore, calls
 from shared.store.wakeups import Watch
 
 
@@ -20,18 +19,6 @@ class WhiteBoxStore(TaskStore):
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         super().__init__(client, keys)
         self.redis, self.keys = client, keys
-
-    def create(
-        self,
-        task: NewTask,
-        unclaimed_ms: int,
-        admit: calls.Admission | None = None,
-        message: Message | None = None,
-        start_within_ms: int = 0,
-    ) -> int | None:
-        return self.run(
-            calls.create(self.keys, task, unclaimed_ms, admit, message, start_within_ms)
-        )
 
     def answer(self, ref: str, owner: str, answers: dict[str, Any], unclaimed_ms: int) -> Answered:
         return self.run(calls.answer(self.keys, ref, owner, answers, unclaimed_ms))

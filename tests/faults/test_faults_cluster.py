@@ -1,0 +1,239 @@
+"""The task store on a Redis Cluster (``MCPQ_REDIS_CLUSTER``, ``MCPQ_STORE_SHARDS``): three
+primaries with a replica each, a plain redis-server as Celery's broker, a real web process and
+a real worker. A few hundred tasks (plain, with input, cancelled, synchronous calls) spread over
+the primaries; then a primary is killed mid-run, its replica takes over, and every task still
+ends as it should. The numbers are printed (``-s`` shows them)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ops.mcp_client import McpClient, Reply, text_of
+from ops.redis_binary import RedisProcess
+from shared.settings import DEFAULT_TOOLS
+from shared.store.keys import Keys, slot
+from tests.support.redis_cluster import LocalCluster, cluster_binaries
+from tests.support.stacks import FAST_KNOBS, LiveStack
+
+pytestmark = pytest.mark.skipif(cluster_binaries() is None, reason="needs Redis 7 and redis-cli")
+
+SHARDS = 6
+KEYS = Keys(shards=SHARDS)
+KNOBS = {
+    **FAST_KNOBS,
+    "MCPQ_REDIS_CLUSTER": "true",
+    "MCPQ_STORE_SHARDS": str(SHARDS),
+    "MCPQ_UNCLAIMED_AFTER_S": "2",
+    # A run whose claim met the failover ended without running; its task is sent again once
+    # this passes (production: 300 s).
+    "MCPQ_REQUEUE_UNSTARTED_S": "3",
+}
+KINDS = ("plain", "input", "cancel", "sync")
+RETRY_FOR_S = 60.0
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    made = LocalCluster(tmp_path / "cluster").start()
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@pytest.fixture
+def stack(tmp_path: Path, cluster: LocalCluster) -> Iterator[LiveStack]:
+    broker = RedisProcess().start()
+    made = LiveStack(
+        "cluster", tmp_path / "stack", tools=DEFAULT_TOOLS, env=KNOBS, store_url=cluster.url
+    )
+    made.broker_url = broker.url  # a plain redis-server: Celery's broker cannot be the cluster
+    try:
+        made.start(webs=1, workers=1, pool="io")
+        yield made
+    finally:
+        made.close()
+        broker.close()
+
+
+class Driver:
+    """Runs jobs against the web tier, retrying what a failover answers with 503."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.retries: Counter[str] = Counter()
+        self._local = threading.local()
+        self._clients: list[McpClient] = []
+
+    def client(self) -> McpClient:
+        if not hasattr(self._local, "client"):
+            self._local.client = McpClient(self.url, timeout_s=30)
+            self._clients.append(self._local.client)
+        return self._local.client  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()
+
+    def call(self, what: str, send: Callable[[McpClient], Reply]) -> Reply:
+        deadline = time.monotonic() + RETRY_FOR_S
+        while True:
+            try:
+                reply = send(self.client())
+            except Exception:  # a connection cut by the web process's own retries
+                reply = None
+            if reply is not None and reply.status != 503:
+                return reply
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what}: still unavailable after {RETRY_FOR_S:g}s")
+            self.retries[what] += 1
+            time.sleep(0.2)
+
+    def wait(self, task_id: str, *statuses: str, timeout: float = 90) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            task = self.call("get", lambda c: c.get(task_id)).result
+            if task["status"] in statuses:
+                return task
+            assert time.monotonic() < deadline, f"task stuck in {task['status']}"
+            time.sleep(0.1)
+
+    def create(self, tool: str, arguments: dict[str, Any]) -> str:
+        reply = self.call("create", lambda c: c.call_tool(tool, arguments, tasks=True))
+        return str(reply.result["taskId"])
+
+    def job(self, kind: str, i: int) -> str:
+        """One job to its end; returns how it ended."""
+        if kind == "plain":
+            task_id = self.create("slow_compute", {"seconds": 0.2, "label": f"p{i}"})
+            done = self.wait(task_id, "completed", "failed", "cancelled")
+            return f"{done['status']}:{text_of(done['result']) if 'result' in done else ''}"
+        if kind == "input":
+            task_id = self.create("confirm_delete", {"filename": f"f{i}.txt"})
+            task = self.wait(task_id, "input_required")
+            (key,) = task["inputRequests"]
+            answer = {key: {"action": "accept", "content": {"confirm": True}}}
+            self.call("update", lambda c: c.update(task_id, answer))
+            done = self.wait(task_id, "completed", "failed", "cancelled")
+            return f"{done['status']}:{text_of(done['result']) if 'result' in done else ''}"
+        if kind == "cancel":
+            task_id = self.create("slow_compute", {"seconds": 60, "label": f"c{i}"})
+            self.call("cancel", lambda c: c.cancel(task_id))
+            return str(self.wait(task_id, "cancelled", "completed", "failed")["status"])
+        sync = self.call(
+            "sync",
+            lambda c: c.call_tool("slow_compute", {"seconds": 0.1, "label": f"s{i}"}, tasks=False),
+        )
+        return f"sync:{text_of(sync.result)}"
+
+
+def expected(kind: str, i: int) -> str:
+    return {
+        "plain": f"completed:p{i}: computed in 0.2s",
+        "input": f"completed:Deleted f{i}.txt",
+        "cancel": "cancelled",
+        "sync": f"sync:s{i}: computed in 0.1s",
+    }[kind]
+
+
+def run_jobs(
+    driver: Driver, jobs: list[tuple[str, int]], during: Callable[[], None] | None = None
+) -> list[str]:
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(driver.job, kind, i) for kind, i in jobs]
+        if during is not None:
+            during()
+        return [future.result() for future in futures]
+
+
+def task_keys_by_primary(cluster: LocalCluster) -> dict[int, int]:
+    """Per primary (by port): how many task hashes (``<tag>:t:<ref>``) it holds."""
+    counts = {}
+    for node in cluster.primary_nodes():
+        with cluster.client(node) as c:
+            found = [k for k in c.scan_iter(match="*:t:*", count=1000) if k.count(":t:") == 1]
+            counts[node.port] = sum(1 for k in found if ":" not in k.rpartition(":t:")[2])
+    return counts
+
+
+def test_tasks_spread_over_the_primaries_and_survive_a_failover(
+    cluster: LocalCluster, stack: LiveStack
+) -> None:
+    # The shard tags sit evenly over the slots (Redis agrees with our CRC16): two per primary
+    primaries = cluster.primary_nodes()
+    with cluster.client(primaries[0]) as c:
+        for shard in KEYS.all_shards:
+            tag = shard.root[1:-1]
+            assert int(c.cluster("keyslot", f"{shard.root}:x")) == slot(tag)
+    owners = Counter(
+        next(p.port for p in primaries if slot(s.root[1:-1]) in cluster.slots_of(p))
+        for s in KEYS.all_shards
+    )
+    assert sorted(owners.values()) == [SHARDS // 3] * 3, owners
+
+    driver = Driver(stack.web_urls[0] + "/mcp")
+    try:
+        check_spread_and_failover(cluster, stack, driver, primaries)
+    finally:
+        driver.close()
+
+
+def check_spread_and_failover(
+    cluster: LocalCluster, stack: LiveStack, driver: Driver, primaries: list[RedisProcess]
+) -> None:
+    # Phase 1: a few hundred jobs of every kind
+    # (600 tasks: a primary's share is then within 20 % of a third at 3.5 standard deviations)
+    jobs = [(KINDS[i % 4], i) for i in range(600)]
+    started = time.monotonic()
+    ended = run_jobs(driver, jobs)
+    phase1_s = time.monotonic() - started
+    assert ended == [expected(kind, i) for kind, i in jobs]
+    by_primary = task_keys_by_primary(cluster)
+    total = sum(by_primary.values())
+    shares = {port: round(n / total, 3) for port, n in by_primary.items()}
+    print(
+        f"\nphase 1: {len(jobs)} jobs in {phase1_s:.1f}s; task hashes per primary {by_primary} "
+        f"(shares {shares}, {total} in all)"
+    )
+    assert total == len(jobs)  # every task's hash (a sync call's too: it lives its TTL)
+    for port, n in by_primary.items():
+        assert abs(n / total - 1 / 3) <= 0.2 / 3, f"primary {port}: {n} of {total}"
+
+    # Phase 2: more jobs, and the busiest primary killed while they run
+    victim = max(primaries, key=lambda p: by_primary[p.port])
+    killed_at: list[float] = []
+
+    def kill_a_primary() -> None:
+        time.sleep(2.0)
+        killed_at.append(time.monotonic())
+        victim.kill()
+
+    more = [(KINDS[i % 4], i) for i in range(600, 840)]
+    started = time.monotonic()
+    ended = run_jobs(driver, more, during=kill_a_primary)
+    phase2_s = time.monotonic() - started
+    promoted = [p.port for p in cluster.primary_nodes()]
+    print(
+        f"phase 2: {len(more)} jobs in {phase2_s:.1f}s with primary {victim.port} killed "
+        f"{killed_at[0] - started:.1f}s in; primaries now {promoted}; "
+        f"requests retried after 503 or a cut connection: {dict(driver.retries)}"
+    )
+    assert victim.port not in promoted and len(promoted) == 3, "its replica took over"
+    assert ended == [expected(kind, i) for kind, i in more]
+    assert stack.stats().unfinished == 0 or wait_unfinished(stack)
+
+
+def wait_unfinished(stack: LiveStack) -> bool:
+    deadline = time.monotonic() + 30
+    while stack.stats().unfinished:
+        assert time.monotonic() < deadline, "unfinished tasks left"
+        time.sleep(0.5)
+    return True

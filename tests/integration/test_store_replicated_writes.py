@@ -1,0 +1,128 @@
+"""``MCPQ_REDIS_MIN_REPLICAS``: a create or an answer is acknowledged only once that many replicas
+hold it (``WAIT`` after the script, one round trip), on real redis-servers.
+
+- No replica confirms: the create raises ``NotReplicated`` (503) and the task it made on the
+  primary is withdrawn (cancelled, so its run ends at its claim); an answer stays delivered and
+  its retry is ignored.
+- A replica confirms: the create is acknowledged, and the replica has the task.
+- A primary whose script cache was flushed (a promoted replica has none) loads the script again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from ops.processes import wait_until
+from shared.settings import Settings
+from shared.store import AsyncTaskStore, Keys, NewTask, Reply, TaskStore, task_ref
+from shared.store.clients import async_client, sync_client
+from shared.store.errors import NotReplicated
+from tests.support.redis_server import IN_MEMORY_ARGS, RedisProcess
+
+OWNER = "principal-alice"
+
+
+@pytest.fixture
+def primary() -> Iterator[RedisProcess]:
+    with RedisProcess() as server:
+        yield server
+
+
+def _store(server: RedisProcess, keys: Keys, min_replicas: int = 1) -> AsyncTaskStore:
+    client = async_client(Settings(redis_url=server.url))
+    return AsyncTaskStore(client, keys, min_replicas=min_replicas, replica_wait_ms=100)
+
+
+def _task(tool: str = "echo") -> NewTask:
+    ref = task_ref(uuid.uuid4().hex)
+    return NewTask(ref, tool, "q", OWNER, {"x": 1}, {}, 60_000, 100)
+
+
+def test_an_unreplicated_create_is_refused_and_withdrawn(primary: RedisProcess) -> None:
+    keys = Keys(f"t{uuid.uuid4().hex[:8]}")
+    task = _task()
+    raw = redis.Redis.from_url(primary.url, decode_responses=True)
+    raw.script_flush()  # as on a replica just promoted: the script must be loaded again
+
+    async def create() -> None:
+        store = _store(primary, keys)
+        try:
+            await store.create(task, 1_000)
+        finally:
+            await store.aclose()
+
+    with pytest.raises(NotReplicated) as caught:
+        asyncio.run(create())
+    error = caught.value
+    assert error.http_status == 503
+    assert error.to_error() == {
+        "code": -32603,
+        "message": "not replicated",
+        "data": {"requiredReplicas": 1, "replicas": 0},
+    }
+    # The script ran (after NOSCRIPT), and the task it made was withdrawn at once.
+    assert raw.hget(keys.task(task.ref), "status") == "cancelled"
+    raw.close()
+
+
+def test_an_unreplicated_answer_stays_delivered_and_its_retry_is_ignored(
+    primary: RedisProcess,
+) -> None:
+    keys = Keys(f"t{uuid.uuid4().hex[:8]}")
+    task = _task()
+    worker = TaskStore(sync_client(Settings(redis_url=primary.url)), keys)
+
+    async def scenario() -> Reply:
+        plain = _store(primary, keys, min_replicas=0)
+        strict = _store(primary, keys)
+        try:
+            assert await plain.create(task, 1_000) is not None
+            claim = worker.claim(task.ref, 5_000)
+            assert claim.reply is Reply.OK
+            poll = worker.request_input(task.ref, claim.gen, {"elicit-1": {"message": "?"}})
+            assert poll.missing == 1
+            with pytest.raises(NotReplicated):
+                await strict.answer(task.ref, OWNER, {"elicit-1": {"action": "accept"}}, 1_000)
+            retried = await strict.answer(
+                task.ref, OWNER, {"elicit-1": {"action": "accept"}}, 1_000
+            )
+            return retried.reply
+        finally:
+            await plain.aclose()
+            await strict.aclose()
+
+    assert asyncio.run(scenario()) is Reply.IGNORED, "the retry finds the answer delivered"
+    raw = redis.Redis.from_url(primary.url, decode_responses=True)
+    assert raw.hexists(keys.answers(task.ref), "elicit-1"), "the refused answer stays stored"
+    assert raw.hlen(keys.inputs(task.ref)) == 0, "and is no longer outstanding"
+    raw.close()
+
+
+def test_a_replicated_create_is_acknowledged_and_on_the_replica(primary: RedisProcess) -> None:
+    keys = Keys(f"t{uuid.uuid4().hex[:8]}")
+    task = _task()
+    args = (*IN_MEMORY_ARGS, "--replicaof", "127.0.0.1", str(primary.port))
+    with RedisProcess(extra_args=args) as replica:
+        raw = redis.Redis.from_url(replica.url, decode_responses=True)
+        wait_until(
+            lambda: raw.info("replication")["master_link_status"] == "up",
+            timeout=15,
+            interval=0.05,
+        )
+
+        async def create() -> int | None:
+            store = _store(primary, keys)
+            try:
+                return await store.create(task, 1_000)
+            finally:
+                await store.aclose()
+
+        assert asyncio.run(create()) is not None
+        # WAIT returned only once the replica had it: it is there without waiting.
+        assert raw.hget(keys.task(task.ref), "status") == "working"
+        raw.close()

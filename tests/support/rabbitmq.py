@@ -1,0 +1,29 @@
+"""A private RabbitMQ virtual host per test run (``mcpq-test-<hex>``), on the shared RabbitMQ of
+this machine: the helpers live in ``ops.rabbitmq`` (the benchmarks use them too); this module
+keeps the tests' import path."""
+
+from __future__ import annotations
+
+from ops.rabbitmq import (
+    HOST,
+    PASSWORD,
+    PORT,
+    USER,
+    Vhost,
+    create_vhost,
+    delete_vhost,
+    rabbitmq_vhost,
+    unavailable,
+)
+
+__all__ = [
+    "HOST",
+    "PASSWORD",
+    "PORT",
+    "USER",
+    "Vhost",
+    "create_vhost",
+    "delete_vhost",
+    "rabbitmq_vhost",
+    "unavailable",
+]
