@@ -10,9 +10,13 @@ through ``ops.mcp_client.McpClient``.
 - ``python -m ops.bench.answer_latency``: from ``tasks/update`` to the waiting tool's resumption.
 - ``python -m ops.bench.principals``: another principal's ``tasks/get`` latency while one
   principal floods past its creation rate; Redis memory under maximum-size creates.
+- ``python -m ops.bench.capacity``: tasks/s and CPU per task of one web process and of one
+  worker process per pool kind; Redis (and RabbitMQ) CPU, command time and commands per task;
+  a 3-primary Redis Cluster's split; the sizing derived from them.
 
 The throughput benchmark's load generator and result are ``ops.bench.loadgen``, its peer
-``ops.bench.peer``, the PSS of process trees ``ops.bench.memory``.
+``ops.bench.peer``, the PSS of process trees ``ops.bench.memory``, the CPU time of process trees
+and Redis servers ``ops.bench.cpu``.
 
 Their tools live in one tool module, ``ops.bench.bench_tools``, which their stacks load through
 ``MCPQ_TOOLS``; the benchmark modules themselves are never imported by the stack.

@@ -179,7 +179,7 @@ def _generator_process(
     return asyncio.run(_clients(url, kind, clients, stop_at, targets))
 
 
-def _spread(
+def spread(
     pool: ProcessPoolExecutor,
     procs: int,
     url: str,
@@ -206,17 +206,17 @@ def phases(load: Load, clients: int, seconds: float, tasks: int, procs: int) -> 
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(procs, mp_context=context) as pool:
         # Warm-up: the generator processes start, the server's connections and caches fill.
-        _spread(pool, procs, load.url, "create", procs, 0.0)
+        spread(pool, procs, load.url, "create", procs, 0.0)
         started = time.time()
-        created = _spread(pool, procs, load.url, "create", clients, seconds)
+        created = spread(pool, procs, load.url, "create", clients, seconds)
         ids = created["created"]
         created_per_s = len(ids) / (time.time() - started)
         drained_per_s = asyncio.run(_drain(load, ids[-clients:], len(ids), started))
         started = time.time()
-        cycled = _spread(pool, procs, load.url, "cycle", clients, seconds)
+        cycled = spread(pool, procs, load.url, "cycle", clients, seconds)
         completed_per_s = cycled["done"] / (time.time() - started)
         e2e = asyncio.run(_end_to_end(load, tasks))
-        polled = _spread(
+        polled = spread(
             pool, procs, load.url, "get", clients, seconds, ids[: clients * 4] or ["none"]
         )
     load.failures += created["failures"] + cycled["failures"] + polled["failures"]

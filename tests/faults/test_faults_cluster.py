@@ -207,7 +207,10 @@ def check_spread_and_failover(
     for port, n in by_primary.items():
         assert abs(n / total - 1 / 3) <= 0.2 / 3, f"primary {port}: {n} of {total}"
 
-    # Phase 2: more jobs, and the busiest primary killed while they run
+    # Phase 2: more jobs, and the busiest primary killed while they run. The test's own store
+    # client learns the cluster now: one made after the kill would start from the URL's node,
+    # which may be the dead one (the web and worker learnt the topology when they started).
+    stack.stats()
     victim = max(primaries, key=lambda p: by_primary[p.port])
     killed_at: list[float] = []
 
