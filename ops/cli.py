@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ops import commands, preflight
+from ops import call, commands, preflight, tasks_admin
 from shared.request_state import new_secret
 from shared.settings import Settings
 
@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="queue depths, workers, task counts (no task ids)")
     status.add_argument("--no-ping", action="store_true", help="skip the Celery ping")
+
+    tasks_admin.add_parser(sub)  # `mcpq tasks`: the operator's list, show and cancel
+    call.add_parsers(sub)  # `mcpq call`, `mcpq task`: a terminal client (ops/call.py)
 
     sub.add_parser("secret", help="print a fresh value for MCPQ_SECRET (32 random bytes)")
 
@@ -201,21 +204,34 @@ def keys_command(args: argparse.Namespace, settings: Settings) -> int:
     return run_keys(args, settings)
 
 
-def status_command(settings: Settings, ping_timeout: float) -> int:
-    """``mcpq status``; a store it cannot read is one line naming the Redis it tried."""
-    from ops.dev_launcher import redact_url
-    from ops.status import collect, render
+def status_command(environ: Mapping[str, str], ping_timeout: float) -> int:
+    """``mcpq status``: its first line names the Redis it reads and why that one
+    (``ops.status.locate_redis``); a store it cannot read is one line naming it, exit 1."""
+    from ops.status import collect, locate_redis, render
     from shared.errors import StoreUnavailable
 
+    target = locate_redis(environ)
+    if target.problem:
+        print(f"mcpq status: {target.problem}", file=sys.stderr)
+        return 1
     try:
-        print(render(collect(settings, ping_timeout=ping_timeout)))
+        text = render(collect(Settings.from_env(target.environ), ping_timeout=ping_timeout))
     except (StoreUnavailable, ValueError) as exc:  # unreachable; a bad TLS or data-key setting
         cause = exc.__cause__ or exc.__context__
         detail = f" ({cause})" if isinstance(exc, StoreUnavailable) and cause else ""
-        where = redact_url(settings.redis_url)
-        print(f"mcpq status: {exc}{detail}; REDIS_URL={where}", file=sys.stderr)
+        print(f"mcpq status: {exc}{detail}; {target.line}", file=sys.stderr)
         return 1
+    print(target.line)
+    print(text)
     return 0
+
+
+def operator_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """`mcpq status` and `mcpq tasks`: they read the store, found by ``ops.status.locate_redis``
+    (``REDIS_URL``, else a running `mcpq dev`), so they take the environment, not settings."""
+    if args.command == "status":
+        return status_command(environ, ping_timeout=0 if args.no_ping else 1.0)
+    return tasks_admin.run_tasks(args, environ)
 
 
 def main(
@@ -255,8 +271,13 @@ def main(
 
         options = DevOptions(args.port, not args.no_worker, args.flower, args.flower_port)
         return run_dev(options, environ=env)
-    if args.command == "status":
-        return status_command(settings, ping_timeout=0 if args.no_ping else 1.0)
+    if args.command in {"status", "tasks", "call", "task"}:
+        # The operator's commands read the store; `call` and `task` speak MCP (ops/call.py).
+        return (
+            operator_command(args, env)
+            if args.command in {"status", "tasks"}
+            else call.run(args, settings)
+        )
     command = exec_argv(args, settings, env)
     if environ is None:
         os.environ.update(exec_environment(args.command, env, command))

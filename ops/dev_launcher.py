@@ -7,11 +7,17 @@ same keys; a generated data key lives as long as the launcher, like the Redis it
 launcher prints the MCP endpoint once the web tier answers HTTP, and stops everything when a child
 dies (exit 1) or on SIGINT/SIGTERM/SIGHUP (exit 0): SIGTERM to each process group, SIGKILL after
 10 s (at once on a second Ctrl-C), Redis last so the worker can shut down cleanly.
+
+While it runs, a small state file (:func:`state_path`: per user, mode 0600) records its pid, its
+``REDIS_URL`` and its web URL, so that ``mcpq status`` and ``mcpq tasks`` run beside it without
+``REDIS_URL`` find its Redis (:func:`running_dev`); the launcher removes the file when it stops,
+and a file left by one that was killed is recognised by its pid and ignored.
 """
 
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import secrets
 import signal
@@ -20,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 from urllib.parse import urlsplit, urlunsplit
@@ -99,11 +106,13 @@ def run_dev(
     stop = StopRequest()
     stop.install()
     redis: RedisProcess | None = None
+    env = dict(os.environ if environ is None else environ)
+    state: Path | None = None
     try:
-        env = dict(os.environ if environ is None else environ)
         if not env.get("REDIS_URL"):
             redis = _start_redis(supervisor)
             env["REDIS_URL"] = redis.url
+        state = _record_state(supervisor, env, options)
         env["MCPQ_SECRET"] = env.get("MCPQ_SECRET") or secrets.token_urlsafe(32)
         env["MCPQ_DATA_KEYS"] = env.get("MCPQ_DATA_KEYS") or new_data_key()
         # The bundled demo and conformance tools, unless the developer names their own.
@@ -116,6 +125,8 @@ def run_dev(
         supervisor.say("mcpq", f"cannot start Redis: {exc}")
         return 1
     finally:
+        if state is not None:
+            remove_state(state)
         _shutdown(supervisor, stop, redis)
         stop.restore()
 
@@ -140,6 +151,99 @@ def redact_url(url: str) -> str:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+@dataclass(frozen=True)
+class DevState:
+    """What a running `mcpq dev` recorded: its pid, its ``REDIS_URL`` (``None`` when that URL
+    carries a password, which the file never holds; ``redis_shown`` is its redacted form) and
+    its MCP endpoint."""
+
+    pid: int
+    redis_url: str | None
+    redis_shown: str
+    web_url: str
+    path: Path
+
+
+def state_path(environ: Mapping[str, str]) -> Path:
+    """Where `mcpq dev` records itself: per user, under ``$XDG_RUNTIME_DIR`` (a private tmpfs
+    that logging out empties) when set, else under ``~/.cache``."""
+    runtime = environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return Path(runtime) / "mcpq" / "dev.json"
+    home = environ.get("HOME") or str(Path.home())
+    return Path(home) / ".cache" / "mcpq" / "dev.json"
+
+
+def _record_state(
+    supervisor: Supervisor, env: Mapping[str, str], options: DevOptions
+) -> Path | None:
+    """Write the state file (mode 0600, replaced atomically); a launcher that cannot write it
+    still runs (only the lookup by `mcpq status` is lost), and says so."""
+    path = state_path(env)
+    url = env["REDIS_URL"]
+    shown = redact_url(url)
+    body = {
+        "pid": os.getpid(),
+        # A password never goes to disk: the file then names the Redis but cannot reach it.
+        "redis_url": url if shown == url else None,
+        "redis_shown": shown,
+        "web_url": f"http://127.0.0.1:{options.port}/mcp",
+    }
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        scratch = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump(body, out)
+        os.replace(scratch, path)  # readers see the old file or the new one, never half
+    except OSError as exc:
+        supervisor.say("mcpq", f"cannot record this launcher for mcpq status ({exc.strerror})")
+        return None
+    return path
+
+
+def remove_state(path: Path) -> None:
+    """Remove the state file if it is still this launcher's (a second `mcpq dev` started
+    meanwhile owns it now)."""
+    found = _read_state(path)
+    if found is not None and found.pid == os.getpid():
+        path.unlink(missing_ok=True)
+
+
+def running_dev(environ: Mapping[str, str]) -> DevState | None:
+    """The `mcpq dev` of this user that runs now, from its state file; ``None`` when there is
+    none, or the file is stale (its pid is gone) or not this user's own."""
+    found = _read_state(state_path(environ))
+    return found if found is not None and _alive(found.pid) else None
+
+
+def _read_state(path: Path) -> DevState | None:
+    try:
+        info = path.stat()
+        if info.st_uid != os.getuid() or info.st_mode & 0o022:
+            return None  # written by someone else, or writable by others: not to be trusted
+        raw = json.loads(path.read_text())
+        return DevState(
+            pid=int(raw["pid"]),
+            redis_url=None if raw.get("redis_url") is None else str(raw["redis_url"]),
+            redis_shown=str(raw["redis_shown"]),
+            web_url=str(raw.get("web_url", "")),
+            path=path,
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
 
 
 def _start_app(supervisor: Supervisor, options: DevOptions, env: Mapping[str, str]) -> list[Child]:

@@ -5,17 +5,23 @@ live workers (our heartbeat list and a Celery ping), task counts by state, parke
 outstanding input requests, tasks failed because their runs kept losing their worker (by tool)
 and the age of the oldest unfinished task. It prints no task ids: storage
 refs and ids are never shown.
+
+Its first line names the Redis it reads (:func:`locate_redis`, password redacted) and where that
+came from: ``REDIS_URL``, else the `mcpq dev` this user runs (its state file), else the default,
+said as such. ``mcpq tasks`` finds its Redis the same way.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from celery import Celery
 
 from frontend.producer import broker_queue_depths
+from ops.dev_launcher import redact_url, running_dev
 from shared.celery_config import broker_is_store, celery_config
 from shared.settings import Settings
 from shared.store import StatsSnapshot, TaskStatus, open_store
@@ -36,6 +42,36 @@ class Status:
         return {node: round((now - beat) / 1000, 1) for node, beat in self.snapshot.workers.items()}
 
 
+@dataclass(frozen=True)
+class RedisTarget:
+    """The environment a command reads the store with (``REDIS_URL`` filled in when it came from
+    a running `mcpq dev`), the line that says which Redis that is, and why it cannot be used."""
+
+    environ: Mapping[str, str]
+    line: str
+    problem: str = ""
+
+
+def locate_redis(environ: Mapping[str, str]) -> RedisTarget:
+    """Which Redis an operator command reads: ``REDIS_URL``; unset, the Redis of the `mcpq dev`
+    this user runs (``ops.dev_launcher.running_dev``); else the default ``REDIS_URL``, said."""
+    if url := environ.get("REDIS_URL"):
+        return RedisTarget(environ, f"redis: {redact_url(url)} (REDIS_URL)")
+    dev = running_dev(environ)
+    if dev is None:
+        default = Settings.from_env({}).redis_url
+        why = "the default: REDIS_URL is unset and no mcpq dev is running"
+        return RedisTarget(environ, f"redis: {default} ({why})")
+    if dev.redis_url is None:
+        problem = (
+            f"the running mcpq dev (pid {dev.pid}) uses {dev.redis_shown}, whose password is "
+            "not recorded; set REDIS_URL"
+        )
+        return RedisTarget(environ, f"redis: {dev.redis_shown}", problem)
+    line = f"redis: {dev.redis_shown} (the running mcpq dev, pid {dev.pid}; REDIS_URL is unset)"
+    return RedisTarget({**environ, "REDIS_URL": dev.redis_url}, line)
+
+
 def queue_names(settings: Settings) -> list[str]:
     names = {settings.default_queue, *settings.worker_queues}
     names.update(Registry.from_modules(settings.tools).queues())
@@ -49,13 +85,15 @@ def collect(settings: Settings, ping_timeout: float = 1.0) -> Status:
     # Another broker (RabbitMQ) counts its queues itself.
     snapshot, problem = open_store(settings).stats([]), ""
     try:
-        snapshot = dataclasses.replace(snapshot, queues=broker_queue_depths(_app(settings), names))
+        snapshot = dataclasses.replace(
+            snapshot, queues=broker_queue_depths(celery_app(settings), names)
+        )
     except Exception as exc:  # the store's numbers are still worth printing
         problem = f"the broker did not answer ({type(exc).__name__})"
     return Status(snapshot, _ping(settings, ping_timeout), problem)
 
 
-def _app(settings: Settings) -> Celery:
+def celery_app(settings: Settings) -> Celery:
     app = Celery("mcpq-status")
     app.conf.update(celery_config(settings))
     return app
@@ -64,7 +102,7 @@ def _app(settings: Settings) -> Celery:
 def _ping(settings: Settings, timeout: float) -> list[str]:
     if timeout <= 0:
         return []
-    replies: list[dict[str, Any]] = _app(settings).control.ping(timeout=timeout) or []
+    replies: list[dict[str, Any]] = celery_app(settings).control.ping(timeout=timeout) or []
     return sorted(node for reply in replies for node in reply)
 
 

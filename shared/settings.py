@@ -317,6 +317,10 @@ class Settings:
     flower_address: str = field(default="127.0.0.1", metadata={"env": "MCPQ_FLOWER_ADDRESS"})
     flower_basic_auth: str = field(default="", repr=False, metadata={"env": "FLOWER_BASIC_AUTH"})
     flower_auth: str = field(default="", repr=False, metadata={"env": "FLOWER_AUTH"})
+    #: ``mcpq call`` / ``mcpq task``: the MCP endpoint they talk to (the local dev server by
+    #: default) and the bearer token they send (an API key or an OAuth access token).
+    client_url: str = field(default="http://127.0.0.1:8000/mcp", metadata={"env": "MCPQ_URL"})
+    client_token: str = field(default="", repr=False, metadata={"env": "MCPQ_TOKEN"})
     prometheus_multiproc_dir: str = field(default="", metadata={"env": "PROMETHEUS_MULTIPROC_DIR"})
     ready_worker_window_s: float = field(
         default=15.0, metadata={"env": "MCPQ_READY_WORKER_WINDOW_S", "parse": float}

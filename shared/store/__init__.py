@@ -6,9 +6,19 @@ Public API (import from ``shared.store``): :class:`TaskStore` (synchronous: work
 return; :func:`task_ref`. Inside: the key schema (``keys``), one Lua script per transition
 (``lua/``, loaded by ``scripts``), the KEYS/ARGV contract and reply parsing of each
 (``calls``), plain reads (``stats``), Redis error translation (``errors``), the client factory
-(``clients``) and the rule for blocking timeouts (``blocking``).
+(``clients``) and the rule for blocking timeouts (``blocking``). Operators (``mcpq tasks``) get
+:func:`open_admin`: unfinished tasks listed by ref, one task shown, cancels (``admin``).
 """
 
+from shared.store.admin import (
+    AdminError,
+    Page,
+    TaskAdmin,
+    TaskDetail,
+    TaskFilter,
+    TaskSummary,
+    open_admin,
+)
 from shared.store.aio import AsyncTaskStore
 from shared.store.calls import (
     Admission,
@@ -34,6 +44,7 @@ from shared.store.wakeups import AsyncWatch as Watch
 __all__ = [
     "OUTCOMES",
     "TERMINAL",
+    "AdminError",
     "Admission",
     "Answered",
     "AsyncTaskStore",
@@ -45,16 +56,22 @@ __all__ = [
     "Listed",
     "NewTask",
     "Outgoing",
+    "Page",
     "Position",
     "Refused",
     "Renewal",
     "Reply",
     "Session",
     "StatsSnapshot",
+    "TaskAdmin",
+    "TaskDetail",
+    "TaskFilter",
     "TaskRecord",
     "TaskStatus",
     "TaskStore",
+    "TaskSummary",
     "Watch",
+    "open_admin",
     "open_async_store",
     "open_store",
     "task_ref",

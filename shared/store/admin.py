@@ -1,0 +1,348 @@
+"""Operator access to tasks (``mcpq tasks``): find unfinished tasks, show one, cancel some.
+
+This reads the store directly, never through MCP: an operator is not the task's principal, and
+the spec has no method that lists tasks. It shows tasks by their ``ref`` (a hash of the
+``taskId``); the ``taskId`` is a bearer token and nothing here reads or prints it (the only copy
+Redis holds, a ``tasks/list`` index of the 2025-11-25 wire, is never touched).
+
+Listing walks each shard's ``active`` index (unfinished tasks by ``createdAt``) and merges the
+shards into one order, ``(createdAt, ref)``; a page ends with a cursor naming its last task, so
+tasks created while an operator pages through never shift a page. ``--older-than`` is a bound on
+the index's score, so old tasks cost no more to find than young ones. Finished tasks leave the
+index when they end: they can only be found by a walk of every key (``SCAN``), which this module
+does not do; a finished task is shown by its full ref.
+
+Payloads (status messages, arguments, results, input requests) are opened with this process's
+``MCPQ_DATA_KEYS``; one that does not open is shown as unreadable rather than failing the whole
+command (an operator may run it without the deployment's data keys).
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.sealing import DataKeyError
+from shared.settings import Settings
+from shared.store import calls
+from shared.store.calls import Cancelled, PipelineCall, Queue
+from shared.store.clients import payloads as payloads_of
+from shared.store.clients import store_keys, sync_client
+from shared.store.keys import Keys, Shard
+from shared.store.payloads import TASK_FIELDS, TEXT_FIELDS, Payloads, UnreadablePayload
+from shared.store.states import TERMINAL, Reply, TaskStatus
+from shared.store.sync import TaskStore
+
+#: What a payload that does not open with this process's data keys shows instead.
+UNREADABLE = "(sealed: not readable with this MCPQ_DATA_KEYS)"
+#: The status message an operator's cancel leaves (a client's says "Cancelled by client").
+CANCEL_MESSAGE = "Cancelled by an operator"
+#: The fields a listing reads of each task: never its payloads but the status message.
+_LIST_FIELDS = ("status", "tool", "owner", "created_ms", "updated_ms", "parked", "runs", "msg")
+#: Index entries read per shard and round trip.
+_BATCH = 200
+_REF = re.compile(r"[0-9a-f]{32}")
+_REF_PREFIX = re.compile(r"[0-9a-f]{6,32}")
+_CURSOR = re.compile(r"(\d{1,16})\.([0-9a-f]{32})")
+
+
+class AdminError(ValueError):
+    """A request the store cannot serve as asked (a bad cursor, an ambiguous ref): its text is
+    the one line an operator sees."""
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a page ended: its last task. As text (a cursor): ``<createdAt>.<ref>``."""
+
+    created_ms: int
+    ref: str
+
+    def __str__(self) -> str:
+        return f"{self.created_ms}.{self.ref}"
+
+    @classmethod
+    def parse(cls, text: str) -> Position:
+        found = _CURSOR.fullmatch(text.strip())
+        if found is None:
+            raise AdminError(f"not a cursor of mcpq tasks list: {text!r}")
+        return cls(int(found.group(1)), found.group(2))
+
+
+@dataclass(frozen=True)
+class TaskFilter:
+    """Which unfinished tasks to list. ``states`` empty: both unfinished states."""
+
+    states: frozenset[TaskStatus] = frozenset()
+    older_than_ms: int = 0
+    tool: str = ""
+    principal: str = ""
+
+    def __post_init__(self) -> None:
+        if finished := sorted(s.value for s in self.states & TERMINAL):
+            raise AdminError(
+                f"finished tasks ({', '.join(finished)}) are not indexed: only unfinished tasks "
+                "(working, input_required) can be listed; show a finished one by its full ref "
+                "(mcpq tasks show REF)"
+            )
+
+    def matches(self, task: TaskSummary) -> bool:
+        return (
+            (not self.states or task.status in self.states)
+            and (not self.tool or task.tool == self.tool)
+            and (not self.principal or task.owner == self.principal)
+        )
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """One line of a listing."""
+
+    ref: str
+    status: TaskStatus
+    tool: str
+    owner: str
+    created_ms: int
+    updated_ms: int
+    parked: bool
+    runs: int
+    message: str
+
+    def age_s(self, now_ms: int) -> float:
+        return max(0, now_ms - self.created_ms) / 1000
+
+    def as_json(self, now_ms: int) -> dict[str, Any]:
+        return {
+            "ref": self.ref,
+            "status": self.status.value,
+            "tool": self.tool,
+            "principal": self.owner,
+            "createdMs": self.created_ms,
+            "updatedMs": self.updated_ms,
+            "ageS": round(self.age_s(now_ms), 3),
+            "parked": self.parked,
+            "runs": self.runs,
+            "statusMessage": self.message,
+        }
+
+
+@dataclass
+class Page:
+    """A page of a listing: its tasks, the cursor of the next page (``None``: the last one), and
+    Redis's clock when it was read (ages are counted on it)."""
+
+    tasks: list[TaskSummary]
+    cursor: str | None
+    now_ms: int
+
+
+@dataclass
+class TaskDetail:
+    """Every stored field of a task, payloads opened (``UNREADABLE`` where one does not), and its
+    outstanding input requests."""
+
+    ref: str
+    fields: dict[str, Any]
+    inputs: dict[str, Any] = field(default_factory=dict)
+    now_ms: int = 0
+
+
+class TaskAdmin:
+    """The operator's reads and cancels, on a :class:`TaskStore` (whose error mapping and
+    scripts they share)."""
+
+    def __init__(self, store: TaskStore, keys: Keys, payloads: Payloads) -> None:
+        self._store = store
+        self._keys = keys
+        self._payloads = payloads
+
+    # -- listing -------------------------------------------------------------------------------
+    def now_ms(self) -> int:
+        """Redis's clock: the one every script stamps ``createdAt`` with."""
+
+        def parse(replies: list[Any]) -> int:
+            seconds, micros = replies[0]
+            return int(seconds) * 1000 + int(micros) // 1000
+
+        return self._store.pipeline(PipelineCall([lambda p: p.time()], parse))
+
+    def list_tasks(self, which: TaskFilter, limit: int, cursor: str | None = None) -> Page:
+        """Up to ``limit`` unfinished tasks matching ``which``, oldest first, after ``cursor``."""
+        if limit < 1:
+            raise AdminError(f"a page holds at least one task, not {limit}")
+        after = Position.parse(cursor) if cursor else None
+        now = self.now_ms()
+        # createdAt is the index's score: "older than" is an upper bound on it.
+        high = now - which.older_than_ms if which.older_than_ms > 0 else None
+        found: list[TaskSummary] = []
+        entries = self._walk(after, high)
+        # One more than a page: whether another page exists is known without an empty last page.
+        while len(found) <= limit:
+            chunk = [entry for _, entry in zip(range(_BATCH), entries, strict=False)]
+            if not chunk:
+                break
+            for task in self._summaries([ref for _, ref in chunk]):
+                if task is not None and which.matches(task):
+                    found.append(task)
+        page = found[:limit]
+        more = len(found) > limit
+        return Page(page, str(Position(page[-1].created_ms, page[-1].ref)) if more else None, now)
+
+    def _walk(self, after: Position | None, high: int | None) -> Iterator[tuple[int, str]]:
+        """Every shard's ``active`` entries after ``after`` (up to score ``high``), merged into
+        one ``(createdAt, ref)`` order: the order Redis keeps within a shard (score, then
+        member), so a cursor means the same thing on every shard."""
+        return heapq.merge(*(self._shard_entries(s.active, after, high) for s in self._shards))
+
+    @property
+    def _shards(self) -> tuple[Shard, ...]:
+        return self._keys.all_shards
+
+    def _shard_entries(
+        self, index: str, after: Position | None, high: int | None
+    ) -> Iterator[tuple[int, str]]:
+        low = after.created_ms if after is not None else None
+        offset = 0
+        while True:
+            batch = self._store.pipeline(_index_window(index, low, high, offset, _BATCH))
+            for created, ref in batch:
+                # Same createdAt as the cursor: Redis orders members by ref, so "after" is
+                # (score, ref) order; an entry at or before the cursor was on an earlier page.
+                if after is None or (created, ref) > (after.created_ms, after.ref):
+                    yield created, ref
+            if len(batch) < _BATCH:
+                return
+            # Offsets, not a moving lower bound: a run of equal scores longer than a batch
+            # would otherwise be read again forever.
+            offset += _BATCH
+
+    def _summaries(self, refs: Sequence[str]) -> list[TaskSummary | None]:
+        """The listing fields of each task (``None``: it ended or expired since the index read:
+        a task that ends leaves the index in the same script)."""
+        commands: list[Queue] = [_hmget(self._keys.task(ref), _LIST_FIELDS) for ref in refs]
+
+        def parse(replies: list[Any]) -> list[TaskSummary | None]:
+            return [self._summary(ref, values) for ref, values in zip(refs, replies, strict=True)]
+
+        return self._store.pipeline(PipelineCall(commands, parse))
+
+    def _summary(self, ref: str, values: list[str | None]) -> TaskSummary | None:
+        h = dict(zip(_LIST_FIELDS, values, strict=True))
+        if not h["status"] or h["status"] in TERMINAL:
+            return None
+        return TaskSummary(
+            ref=ref,
+            status=TaskStatus(h["status"]),
+            tool=h["tool"] or "",
+            owner=h["owner"] or "",
+            created_ms=int(h["created_ms"] or 0),
+            updated_ms=int(h["updated_ms"] or 0),
+            parked=h["parked"] == "1",
+            runs=int(h["runs"] or 0),
+            message=self._open(ref, "msg", h["msg"] or ""),
+        )
+
+    def _open(self, ref: str, name: str, raw: str) -> Any:
+        """A task field, opened if it is a payload; ``UNREADABLE`` if it does not open."""
+        if name not in TASK_FIELDS or not raw:
+            return raw
+        key = self._keys.task(ref)
+        try:
+            if name in TEXT_FIELDS:
+                return self._payloads.open_text(raw, key, name)
+            return self._payloads.load(raw, key, name)
+        except UnreadablePayload:
+            return UNREADABLE
+
+    # -- one task ------------------------------------------------------------------------------
+    def resolve(self, ref: str) -> str:
+        """The full ref of ``ref``: itself when it is one, else the one unfinished task whose ref
+        starts with it (logs show 12 hex digits of it). Raises :class:`AdminError` otherwise."""
+        ref = ref.strip().lower()
+        if _REF.fullmatch(ref):
+            return ref
+        if not _REF_PREFIX.fullmatch(ref):
+            raise AdminError(f"not a task ref (32 hex digits, or the first 6 or more): {ref!r}")
+        # A walk of the unfinished tasks' index, a batch per round trip: finished tasks are
+        # not indexed, and a prefix cannot be looked up any other way.
+        walk = heapq.merge(*(self._shard_entries(s.active, None, None) for s in self._shards))
+        matches = sorted({r for _, r in walk if r.startswith(ref)})
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise AdminError(f"{len(matches)} unfinished tasks have refs starting {ref}: give more")
+        raise AdminError(
+            f"no unfinished task has a ref starting {ref} (a finished one needs its full ref)"
+        )
+
+    def show(self, ref: str) -> TaskDetail | None:
+        """Every field of the task ``ref`` and its outstanding input requests; ``None`` when no
+        such task is stored (never was, or expired)."""
+        task_key, inputs_key = self._keys.task(ref), self._keys.inputs(ref)
+        commands: list[Queue] = [lambda p: p.hgetall(task_key), lambda p: p.hgetall(inputs_key)]
+        stored, inputs = self._store.pipeline(PipelineCall(commands, lambda replies: replies))
+        if not stored:
+            return None
+        opened = {name: self._open(ref, name, raw) for name, raw in sorted(stored.items())}
+        requests: dict[str, Any] = {}
+        for name, raw in sorted(inputs.items()):
+            try:
+                requests[name] = self._payloads.load(raw, inputs_key, name)
+            except UnreadablePayload:
+                requests[name] = UNREADABLE
+        return TaskDetail(ref, opened, requests, self.now_ms())
+
+    def cancel(self, ref: str) -> Cancelled:
+        """Cancel the task as its owner would (``cancel.lua``: the same transition as
+        ``tasks/cancel``, which wakes and stops its run); the caller revokes its queued Celery
+        message. NOTFOUND when no such task is stored."""
+        # The owner never changes once a task exists, and the script compares it again: a task
+        # that expires between the two round trips reads as NOTFOUND, never as someone else's.
+        owner = self._store.pipeline(
+            PipelineCall([_hget(self._keys.task(ref), "owner")], lambda replies: replies[0])
+        )
+        if owner is None:
+            return Cancelled(Reply.NOTFOUND)
+        return self._store.run(calls.cancel(self._keys, ref, str(owner), *self._message(ref)))
+
+    def _message(self, ref: str) -> tuple[str, Payloads]:
+        """The cancel's status message and the payloads that seal it. Without data keys
+        (``MCPQ_DATA_KEYS`` unset here) nothing can be sealed: the task is cancelled without a
+        message (an empty message is stored as it is, sealed or not)."""
+        try:
+            self._payloads.field(ref, "msg", CANCEL_MESSAGE)
+        except DataKeyError:
+            return "", Payloads(None, self._keys)
+        return CANCEL_MESSAGE, self._payloads
+
+
+def _index_window(
+    index: str, low: int | None, high: int | None, offset: int, size: int
+) -> PipelineCall[list[tuple[int, str]]]:
+    def command(p: Any) -> Any:
+        lo = "-inf" if low is None else str(low)
+        hi = "+inf" if high is None else str(high)
+        return p.zrangebyscore(index, lo, hi, start=offset, num=size, withscores=True)
+
+    return PipelineCall(
+        [command], lambda replies: [(int(score), str(ref)) for ref, score in replies[0]]
+    )
+
+
+def _hmget(key: str, names: Sequence[str]) -> Queue:
+    return lambda p: p.hmget(key, list(names))
+
+
+def _hget(key: str, name: str) -> Queue:
+    return lambda p: p.hget(key, name)
+
+
+def open_admin(settings: Settings) -> TaskAdmin:
+    """The operator's access to the store of ``settings`` (``REDIS_URL``, ``MCPQ_STORE_SHARDS``,
+    ``MCPQ_DATA_KEYS``). Raises ``DataKeyError`` when ``MCPQ_DATA_KEYS`` is malformed."""
+    keys, payloads = store_keys(settings), payloads_of(settings)
+    store = TaskStore(sync_client(settings), keys, payloads, max_runs=settings.max_runs)
+    return TaskAdmin(store, keys, payloads)
