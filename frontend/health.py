@@ -1,5 +1,11 @@
-"""``/healthz`` (the process is alive) and ``/readyz`` (Redis answers within a bound and a
-worker sent a heartbeat recently; cached for a second so probes stay cheap)."""
+"""``/healthz`` (the process is alive) and ``/readyz`` (Redis answers within a bound; cached for
+a second so probes stay cheap).
+
+Readiness is what the web needs to serve, and that is Redis alone: with every worker down,
+clients can still create tasks (they queue durably), poll, answer and cancel, so a load
+balancer must keep routing to the web. ``workers`` (nodes that beat within
+``MCPQ_READY_WORKER_WINDOW_S``) is reported alongside, for people; alerts on workers read
+``mcpq_workers_alive`` in ``/metrics``."""
 
 from __future__ import annotations
 
@@ -36,7 +42,7 @@ class ReadyResource:
             report["redis"] = True
         except (StoreUnavailable, TimeoutError):
             pass
-        report["ready"] = bool(report["redis"]) and bool(report["workers"])
+        report["ready"] = bool(report["redis"])
         self._cached = (time.monotonic(), report)
         return report
 
