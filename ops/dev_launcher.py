@@ -21,6 +21,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -98,11 +99,32 @@ def web_answers(port: int) -> bool:
     return True
 
 
+def port_in_use(port: int) -> bool:
+    """Whether something listens on 127.0.0.1:``port`` (binding as gunicorn will, with
+    ``SO_REUSEADDR``: a port left in TIME_WAIT by an earlier run counts as free)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 def run_dev(
     options: DevOptions, *, environ: Mapping[str, str] | None = None, out: TextIO | None = None
 ) -> int:
     """Run the local stack until a signal (returns 0) or a child's death (returns 1)."""
     supervisor = Supervisor(out)
+    # Before anything starts: with the port taken, the readiness probe would find the other
+    # server, print its endpoint as ours, and the web child would die a moment later.
+    if port_in_use(options.port):
+        supervisor.say(
+            "mcpq",
+            f"port {options.port} is in use (another mcpq dev?): stop it, or pick another "
+            "port with --port",
+        )
+        return 1
     stop = StopRequest()
     stop.install()
     redis: RedisProcess | None = None
