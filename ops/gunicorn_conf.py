@@ -29,6 +29,8 @@ graceful_timeout = 25
 # never block this long; blocking work such as Celery's producer runs in a thread pool).
 timeout = 30
 keepalive = 5
+# gunicorn's and uvicorn's own lines (boot, worker start, shutdown) follow MCPQ_LOG_LEVEL too.
+loglevel = _settings.log_level.lower()
 
 # NOTE(gunicorn>=25): the runtime control socket defaults to one fixed path per user, which
 # concurrent instances (dev, tests, several web formations) would fight over. We do not use

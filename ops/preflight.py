@@ -9,8 +9,10 @@ that runs open on the internet).
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 
 from frontend.auth import AuthConfigError, check_settings
+from ops.tool_check import missing_module
 from shared import redis_tls
 from shared.request_state import WeakSecret, parse_secrets
 from shared.sealing import PLAINTEXT, DataKeyError, parse_data_keys
@@ -36,6 +38,8 @@ def web_problem(settings: Settings, hosts: list[str]) -> str | None:
     """Why ``mcpq web`` must not start with ``settings`` bound to ``hosts``, or ``None``."""
     if not settings.tools:
         return NO_TOOLS
+    if missing := missing_module(settings.tools):
+        return missing
     if tls_problem := redis_tls.problem(settings):
         return tls_problem
     if cluster := cluster_problem(settings):
@@ -62,7 +66,24 @@ def web_problem(settings: Settings, hosts: list[str]) -> str | None:
 def worker_problem(settings: Settings) -> str | None:
     if not settings.tools:
         return NO_TOOLS
+    if missing := missing_module(settings.tools):
+        return missing
     return redis_tls.problem(settings) or cluster_problem(settings) or data_keys_problem(settings)
+
+
+def check_worker(settings: Settings, *, refuse: Callable[[str], object], reach: bool) -> None:
+    """``mcpq worker``'s start: a configuration problem goes to ``refuse`` (argparse's error:
+    one line, exit 2); then, with ``reach``, the broker (and store) must answer within
+    ``MCPQ_BROKER_WAIT_S``, else one line and exit 3 (``ops.broker_wait``, which imports
+    Celery: loaded for a worker only)."""
+    if problem := worker_problem(settings):
+        refuse(problem)
+        return
+    if reach:
+        from ops.broker_wait import wait_for_services
+
+        if status := wait_for_services(settings):
+            raise SystemExit(status)
 
 
 def cluster_problem(settings: Settings) -> str | None:

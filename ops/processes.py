@@ -18,6 +18,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import IO, NamedTuple, TypeVar
 
 T = TypeVar("T")
@@ -61,8 +62,18 @@ def spawn_in_new_group(
     cwd: str | None = None,
     stdout: Output = None,
     stderr: Output = subprocess.STDOUT,
+    death_signal: signal.Signals | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start `argv` as the leader of a new session and process group (pgid == pid)."""
+    """Start `argv` as the leader of a new session and process group (pgid == pid).
+
+    ``death_signal``: the kernel sends it to the child when this process dies, even by SIGKILL
+    (``ops.parent_death``; Linux only). A child in a session of its own gets no SIGHUP from a
+    dying terminal or launcher, so without this it outlives a killed `mcpq dev`.
+    """
+    if death_signal is not None:
+        from ops.parent_death import guarded
+
+        argv = guarded(argv, death_signal)
     return subprocess.Popen(
         list(argv),
         env=None if env is None else dict(env),
@@ -180,3 +191,53 @@ def pid_alive(pid: int) -> bool:
     """True when `pid` exists and is not a zombie."""
     stat = read_proc_stat(pid)
     return stat is not None and stat.state != "Z"
+
+
+LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's `st` column
+
+
+def _proc_net_address(hexaddr: str) -> str:
+    """An address of /proc/net/tcp{,6}: 32-bit words in host (little-endian) order."""
+    raw = bytes.fromhex(hexaddr)
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    family = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
+    return socket.inet_ntop(family, words)
+
+
+def socket_inodes(pid: int) -> set[str]:
+    """The inodes of the sockets process ``pid`` holds (empty when it is gone)."""
+    inodes: set[str] = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return inodes
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def listening_addresses(pids: Iterable[int]) -> set[tuple[str, int]] | None:
+    """The (address, port) pairs the processes ``pids`` listen on, from the kernel's socket
+    table; ``None`` where there is no such table (not Linux)."""
+    tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
+    if not tables[0].exists():
+        return None
+    inodes = set().union(*(socket_inodes(pid) for pid in pids))
+    found = set()
+    for table in tables:
+        try:
+            lines = table.read_text().splitlines()[1:]
+        except OSError:
+            continue  # no IPv6
+        for line in lines:
+            cols = line.split()
+            local, state, inode = cols[1], cols[3], cols[9]
+            if state == LISTEN and inode in inodes:
+                hexaddr, hexport = local.split(":")
+                found.add((_proc_net_address(hexaddr), int(hexport, 16)))
+    return found

@@ -164,6 +164,7 @@ class RedisProcess:
     `("--appendonly", "yes", "--appendfsync", "everysec")`). `data_dir` defaults to a private
     temporary directory, removed by close(). `output` receives the server's log: None captures it
     privately (shown when start fails); pass `subprocess.PIPE` to read `process.stdout` yourself.
+    `die_with_parent`: the server gets SIGTERM when this process dies, even by SIGKILL (`mcpq dev`).
     """
 
     def __init__(
@@ -176,6 +177,7 @@ class RedisProcess:
         executable: str | None = None,
         output: Output = None,
         start_timeout: float = 10.0,
+        die_with_parent: bool = False,
     ) -> None:
         self.host = host
         self.extra_args = tuple(extra_args)
@@ -188,6 +190,7 @@ class RedisProcess:
         self.start_timeout = start_timeout
         self._port = port
         self._output = output
+        self._death_signal = signal.SIGTERM if die_with_parent else None
         self._owned_dir = None if data_dir is not None else tempfile.mkdtemp(prefix="mcpq-redis-")
         self.data_dir = Path(data_dir if data_dir is not None else str(self._owned_dir))
         self.process: subprocess.Popen[bytes] | None = None
@@ -283,7 +286,12 @@ class RedisProcess:
             # Lives until the next start or stop (closed by _close_log), hence no `with`.
             self._log = tempfile.NamedTemporaryFile(prefix="mcpq-redis-", suffix=".log")  # noqa: SIM115
             output = self._log
-        self.process = spawn_in_new_group(self._argv(), cwd=str(self.data_dir), stdout=output)
+        self.process = spawn_in_new_group(
+            self._argv(),
+            cwd=str(self.data_dir),
+            stdout=output,
+            death_signal=self._death_signal,
+        )
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if ping(self.host, self.port):

@@ -21,8 +21,9 @@ from typing import Any
 from celery import Celery
 
 from frontend.producer import broker_queue_depths
-from ops.dev_launcher import redact_url, running_dev
+from ops.dev_state import running_dev
 from shared.celery_config import broker_is_store, celery_config
+from shared.redis_urls import redact_url
 from shared.settings import Settings
 from shared.store import StatsSnapshot, TaskStatus, open_store
 from shared.tools import Registry
@@ -54,7 +55,7 @@ class RedisTarget:
 
 def locate_redis(environ: Mapping[str, str]) -> RedisTarget:
     """Which Redis an operator command reads: ``REDIS_URL``; unset, the Redis of the `mcpq dev`
-    this user runs (``ops.dev_launcher.running_dev``); else the default ``REDIS_URL``, said."""
+    this user runs (``ops.dev_state.running_dev``); else the default ``REDIS_URL``, said."""
     if url := environ.get("REDIS_URL"):
         return RedisTarget(environ, f"redis: {redact_url(url)} (REDIS_URL)")
     dev = running_dev(environ)

@@ -1,7 +1,8 @@
 """``mcpq tasks list|show|cancel``: the operator's view of tasks, read from the task store itself.
 
 Not MCP: the spec has no method that lists tasks, and an operator is nobody's principal. The
-store's operator access (``shared.store.admin``) lists unfinished tasks from its indexes, shows
+store's operator access (``shared.store.admin``) lists tasks (unfinished ones from its
+indexes, oldest first; finished ones by a ``SCAN`` of the task records, in storage order), shows
 one task with its payloads opened (``MCPQ_DATA_KEYS``) and cancels with the same transition as
 ``tasks/cancel``; this module parses the command line, prints, asks before cancelling and revokes
 a cancelled task's queued Celery message as the web tier does. Tasks are named by their ``ref``
@@ -22,8 +23,16 @@ import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-#: The states ``--state`` accepts (the spec's five; the finished ones are refused with a reason).
+#: The states ``--state`` accepts: the spec's five.
 STATES = ("working", "input_required", "completed", "failed", "cancelled")
+#: The one place the listing's order is explained (``--help`` and docs/operations.md say it).
+_ORDER = (
+    "Only unfinished states (--state working/input_required): oldest first, from the index of "
+    "unfinished tasks. Any finished state, or no --state (all five): every task record is "
+    "walked with SCAN, and finished tasks are listed in storage order, not by age (unfinished "
+    "ones among them). --older-than counts from the task's creation in both cases (the age "
+    "column), also for finished tasks. No taskId is ever printed: tasks are named by their ref."
+)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)?")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -47,26 +56,37 @@ def add_parser(sub: Any) -> None:
     """Register ``mcpq tasks`` (plural: the operator's; ``mcpq task`` is a client's)."""
     tasks = sub.add_parser(
         "tasks",
-        help="operators: list unfinished tasks, show one, cancel some (reads the store; no ids)",
+        help="operators: list tasks, show one, cancel some (reads the store; no ids)",
     )
     actions = tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
-    listing = actions.add_parser("list", help="unfinished tasks, oldest first, by ref")
+    listing = actions.add_parser(
+        "list",
+        help="tasks by ref: unfinished oldest first; finished in storage order",
+        description=_ORDER,
+    )
     listing.add_argument(
         "--state",
         action="append",
         choices=STATES,
         default=[],
-        help="only tasks in this state (repeatable); default: working and input_required",
+        help="only tasks in this state (repeatable); default: all five states",
     )
     listing.add_argument(
-        "--older-than", type=duration_ms, default=0, help="created longer ago than (30s, 1h...)"
+        "--older-than",
+        type=duration_ms,
+        default=0,
+        help="created longer ago than (30s, 1h...), finished or not",
     )
     listing.add_argument("--tool", default="", help="only runs of this tool")
     listing.add_argument(
         "--principal", default="", help="only tasks of this owner (key:<id>, oauth:<hash>...)"
     )
     listing.add_argument("--limit", type=_limit, default=50, help="tasks per page (default 50)")
-    listing.add_argument("--cursor", default="", help="the next page (printed by the last one)")
+    listing.add_argument(
+        "--cursor",
+        default="",
+        help="the next page (printed by the last one; give the same --state and filters)",
+    )
     show = actions.add_parser("show", help="every stored field of a task, input requests too")
     show.add_argument("ref", help="the task's ref (or its first 6+ hex digits, if unfinished)")
     cancel = actions.add_parser("cancel", help="cancel tasks as tasks/cancel does")
@@ -143,7 +163,7 @@ def _list(admin: Any, args: argparse.Namespace, out: TextIO) -> int:
             file=out,
         )
     if not page.tasks:
-        print("(no unfinished task matches)", file=out)
+        print("(no task matches)", file=out)
     if page.cursor:
         print(f"more: --cursor {page.cursor}", file=out)
     return 0

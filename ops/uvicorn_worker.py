@@ -226,6 +226,8 @@ def host_warning(settings: Settings, binds: list[str]) -> str | None:
 class McpqUvicornWorker(UvicornWorker):  # type: ignore[misc]  # uvicorn_worker is untyped
     """uvicorn's gunicorn worker, serving with :class:`GuardedHttpToolsProtocol`."""
 
+    sockets: list[Any]  #: gunicorn's listeners (set by gunicorn's Worker)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         settings = Settings.from_env()
         # One protocol class per worker, bound to this deployment's limits.
@@ -240,3 +242,16 @@ class McpqUvicornWorker(UvicornWorker):  # type: ignore[misc]  # uvicorn_worker 
         # after the fork: the variable reaches the application's Settings, and nothing else
         # (an operator's value is overwritten: the bind decides, not a claim about it).
         os.environ["MCPQ_LOOPBACK_BIND"] = "1" if loopback_only(list(self.cfg.bind)) else "0"
+
+    async def _serve(self) -> None:
+        # uvicorn is handed the plain listening sockets, not gunicorn's wrappers of them. On
+        # shutdown uvloop closes each listener's descriptor itself and then calls close() on the
+        # object it was given: a wrapper closes that descriptor a second time, and every stop
+        # logged "Error while closing socket [Errno 9] Bad file descriptor" per worker. A plain
+        # socket knows uvloop took its descriptor. The master closes its own copies.
+        wrappers = self.sockets
+        self.sockets = [getattr(sock, "sock", sock) for sock in wrappers]
+        try:
+            await super()._serve()
+        finally:
+            self.sockets = wrappers

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ssl
 from typing import Any
+from urllib.parse import urlsplit
 
 from shared import redis_urls
 from shared.redis_tls import redis_tls
@@ -44,6 +45,45 @@ def broker_url(settings: Settings) -> str:
     if (sentinel := broker_sentinel(settings)) is not None:
         return redis_urls.kombu_url(sentinel)
     return redis_tls(settings).url if broker_is_store(settings) else settings.broker_url
+
+
+def broker_origin(settings: Settings) -> tuple[str, str]:
+    """The broker's URL as configured and the variable it came from, for messages (shown
+    through ``redis_urls.redact_url``; :func:`broker_url` is the form kombu is given)."""
+    if broker_is_store(settings):
+        return settings.redis_url, "REDIS_URL"
+    return settings.broker_url, "CELERY_BROKER_URL"
+
+
+def connection_problem(exc: BaseException, url: str = "") -> str:
+    """Why a server could not be reached, in a few words: the OS's reason (``Connection
+    refused``) when an exception in the chain carries one (redis-py and kombu wrap it), else
+    the exception's own text on one line; never ``url``'s password."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    reason = ""
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.strerror:
+            reason = str(current.strerror)
+            break
+        current = current.__cause__ or current.__context__
+    reason = reason or " ".join(str(exc).split())[:200] or type(exc).__name__
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    # No client's error is known to echo the password; never print it if one does.
+    return reason.replace(password, "***") if password else reason
+
+
+def unreachable(what: str, url: str, setting: str, wait_s: float, exc: BaseException) -> str:
+    """The one line of a worker giving up on ``what`` (``the broker``, ``the task store``):
+    where (password hidden), for how long, why, and what to check."""
+    return (
+        f"cannot reach {what} at {redis_urls.redact_url(url)} for {wait_s:g} s "
+        f"({connection_problem(exc, url)}): check {setting} and that the server is running"
+    )
 
 
 def _sentinel_options(settings: Settings) -> dict[str, Any]:
@@ -151,7 +191,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_create_missing_queues": True,
         "broker_connection_retry_on_startup": True,
         "broker_connection_retry": True,
-        "broker_connection_max_retries": None,  # a broker outage never stops a worker for good
+        # Unbounded here (publishers keep their own retry policies); a worker's consumer
+        # bounds its reconnects by MCPQ_BROKER_WAIT_S instead, then exits non-zero for its
+        # platform to restart it (workers.broker_watch).
+        "broker_connection_max_retries": None,
         "broker_transport_options": _transport_options(settings),
         **_amqp_queues(settings),
         "worker_hijack_root_logger": False,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 #: Sentinel URL schemes and whether they mean TLS.
 SENTINEL_SCHEMES = {"redis+sentinel": False, "rediss+sentinel": True}
@@ -48,6 +48,22 @@ class SentinelUrl:
     def __repr__(self) -> str:  # never the password
         hosts = ",".join(f"{host}:{port}" for host, port in self.sentinels)
         return f"SentinelUrl({hosts}/{self.service}/{self.db}, tls={self.tls})"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***``, for messages and logs (no secrets in
+    them): ``redis://``, ``rediss://``, ``redis+sentinel://`` and ``amqp://`` alike."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not a URL urlsplit can read: show nothing of it but its scheme
+        return f"{url.partition('://')[0][:16]}://(unreadable URL)"
+    if password is None:
+        return url
+    # Rebuilt from the last "@": the password may also occur elsewhere in the URL.
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hosts}"))
 
 
 def is_sentinel(url: str) -> bool:

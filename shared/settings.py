@@ -136,6 +136,11 @@ class Settings:
     amqp_heartbeat_s: int = field(
         default=30, metadata={"env": "MCPQ_AMQP_HEARTBEAT_S", "parse": _limit}
     )
+    #: How long a worker keeps trying to reach its broker (and store) before it exits non-zero
+    #: (3), at start and after losing it, so a platform restarts it; 0: at the first failure.
+    broker_wait_s: float = field(
+        default=60.0, metadata={"env": "MCPQ_BROKER_WAIT_S", "parse": _non_negative}
+    )
     #: No default: a production server loads what it is told to (``mcpq dev`` and the tests
     #: name ``DEFAULT_TOOLS``, the bundled demo and conformance tools, themselves).
     tools: tuple[str, ...] = field(default=(), metadata={"env": "MCPQ_TOOLS", "parse": _csv})

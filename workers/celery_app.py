@@ -38,6 +38,8 @@ if broker_is_store(settings):
     # Any other broker gets kombu's own transport for its URL (RabbitMQ: py-amqp, where acks,
     # redelivery and prefetch are the broker's).
     app.conf.broker_transport = TRANSPORT
+# Broker reconnects bounded by MCPQ_BROKER_WAIT_S, then exit 3 (workers.broker_watch).
+app.conf.worker_consumer = "workers.broker_watch:BoundedConsumer"
 registry = Registry.from_modules(settings.tools)
 
 _deps: tuple[int, RunDeps] | None = None

@@ -7,7 +7,8 @@ return; :func:`task_ref`. Inside: the key schema (``keys``), one Lua script per 
 (``lua/``, loaded by ``scripts``), the KEYS/ARGV contract and reply parsing of each
 (``calls``), plain reads (``stats``), Redis error translation (``errors``), the client factory
 (``clients``) and the rule for blocking timeouts (``blocking``). Operators (``mcpq tasks``) get
-:func:`open_admin`: unfinished tasks listed by ref, one task shown, cancels (``admin``).
+:func:`open_admin`: tasks listed by ref (unfinished ones from their index, oldest first;
+finished ones by a walk of the records, ``admin_scan``), one task shown, cancels (``admin``).
 """
 
 from shared.store.admin import (

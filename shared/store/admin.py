@@ -1,16 +1,23 @@
-"""Operator access to tasks (``mcpq tasks``): find unfinished tasks, show one, cancel some.
+"""Operator access to tasks (``mcpq tasks``): list tasks, show one, cancel some.
 
 This reads the store directly, never through MCP: an operator is not the task's principal, and
 the spec has no method that lists tasks. It shows tasks by their ``ref`` (a hash of the
 ``taskId``); the ``taskId`` is a bearer token and nothing here reads or prints it (the only copy
 Redis holds, a ``tasks/list`` index of the 2025-11-25 wire, is never touched).
 
-Listing walks each shard's ``active`` index (unfinished tasks by ``createdAt``) and merges the
-shards into one order, ``(createdAt, ref)``; a page ends with a cursor naming its last task, so
-tasks created while an operator pages through never shift a page. ``--older-than`` is a bound on
-the index's score, so old tasks cost no more to find than young ones. Finished tasks leave the
-index when they end: they can only be found by a walk of every key (``SCAN``), which this module
-does not do; a finished task is shown by its full ref.
+A listing of unfinished tasks only (``--state working`` and/or ``input_required``) walks each
+shard's ``active`` index (unfinished tasks by ``createdAt``) and merges the shards into one
+order, ``(createdAt, ref)``; a page ends with a cursor naming its last task, so tasks created
+while an operator pages through never shift a page. ``--older-than`` is a bound on the index's
+score, so old tasks cost no more to find than young ones.
+
+Finished tasks leave that index when they end, and no other index holds them (one would cost
+every task Redis commands on the hot path): a listing that includes a finished state, or names
+no state, walks the task records themselves with ``SCAN`` (``admin_scan``), in storage order,
+not by age; its cursor is the walk's position (``scan.…``). ``--older-than`` means the same in
+both walks: created longer ago than that (a finished task's age too counts from its creation,
+as the age column does; its finish time is ``updatedMs``). A ref prefix is resolved on the
+index only, so a finished task is shown by its full ref.
 
 Payloads (status messages, arguments, results, input requests) are opened with this process's
 ``MCPQ_DATA_KEYS``; one that does not open is shown as unreadable rather than failing the whole
@@ -25,12 +32,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import redis
+
 from shared.sealing import DataKeyError
 from shared.settings import Settings
 from shared.store import calls
+from shared.store.admin_scan import ScanCursorError, ScanPosition, scan_refs, walk
 from shared.store.calls import Cancelled, PipelineCall, Queue
 from shared.store.clients import payloads as payloads_of
 from shared.store.clients import store_keys, sync_client
+from shared.store.errors import store_errors
 from shared.store.keys import Keys, Shard
 from shared.store.payloads import TASK_FIELDS, TEXT_FIELDS, Payloads, UnreadablePayload
 from shared.store.states import TERMINAL, Reply, TaskStatus
@@ -74,24 +85,25 @@ class Position:
 
 @dataclass(frozen=True)
 class TaskFilter:
-    """Which unfinished tasks to list. ``states`` empty: both unfinished states."""
+    """Which tasks to list. ``states`` empty: all five. ``older_than_ms``: created at least that
+    long ago (by Redis's clock), whatever the state."""
 
     states: frozenset[TaskStatus] = frozenset()
     older_than_ms: int = 0
     tool: str = ""
     principal: str = ""
 
-    def __post_init__(self) -> None:
-        if finished := sorted(s.value for s in self.states & TERMINAL):
-            raise AdminError(
-                f"finished tasks ({', '.join(finished)}) are not indexed: only unfinished tasks "
-                "(working, input_required) can be listed; show a finished one by its full ref "
-                "(mcpq tasks show REF)"
-            )
+    @property
+    def scans(self) -> bool:
+        """Whether this listing must walk every task record (``SCAN``): it may hold finished
+        tasks, which no index holds."""
+        return not self.states or bool(self.states & TERMINAL)
 
-    def matches(self, task: TaskSummary) -> bool:
+    def matches(self, task: TaskSummary, now_ms: int) -> bool:
+        # The index walk already bounds createdAt by its score; the scan has only this test.
         return (
             (not self.states or task.status in self.states)
+            and (self.older_than_ms <= 0 or task.created_ms <= now_ms - self.older_than_ms)
             and (not self.tool or task.tool == self.tool)
             and (not self.principal or task.owner == self.principal)
         )
@@ -154,25 +166,37 @@ class TaskAdmin:
     """The operator's reads and cancels, on a :class:`TaskStore` (whose error mapping and
     scripts they share)."""
 
-    def __init__(self, store: TaskStore, keys: Keys, payloads: Payloads) -> None:
+    def __init__(
+        self, store: TaskStore, keys: Keys, payloads: Payloads, client: redis.Redis
+    ) -> None:
         self._store = store
         self._keys = keys
         self._payloads = payloads
+        #: The store's client, for what its pipelines cannot do on a Redis Cluster (redis-py
+        #: refuses keyless commands there): ``SCAN`` one node, ``TIME``.
+        self._client = client
 
     # -- listing -------------------------------------------------------------------------------
     def now_ms(self) -> int:
-        """Redis's clock: the one every script stamps ``createdAt`` with."""
-
-        def parse(replies: list[Any]) -> int:
-            seconds, micros = replies[0]
-            return int(seconds) * 1000 + int(micros) // 1000
-
-        return self._store.pipeline(PipelineCall([lambda p: p.time()], parse))
+        """Redis's clock: the one every script stamps ``createdAt`` with (on a cluster, one
+        node's: the nodes' clocks differ by no more than their hosts' do)."""
+        with store_errors():
+            seconds, micros = self._client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
 
     def list_tasks(self, which: TaskFilter, limit: int, cursor: str | None = None) -> Page:
-        """Up to ``limit`` unfinished tasks matching ``which``, oldest first, after ``cursor``."""
+        """Up to ``limit`` tasks matching ``which``, after ``cursor``: oldest first when
+        ``which`` names unfinished states only (the ``active`` index), else in storage order
+        (a ``SCAN`` of the task records: :mod:`shared.store.admin_scan`)."""
         if limit < 1:
             raise AdminError(f"a page holds at least one task, not {limit}")
+        if cursor and _other_walks(cursor, which.scans):
+            raise AdminError(
+                "this cursor belongs to a listing of other states: give the --state options "
+                "of the listing that printed it"
+            )
+        if which.scans:
+            return self._list_scanned(which, limit, cursor)
         after = Position.parse(cursor) if cursor else None
         now = self.now_ms()
         # createdAt is the index's score: "older than" is an upper bound on it.
@@ -185,11 +209,35 @@ class TaskAdmin:
             if not chunk:
                 break
             for task in self._summaries([ref for _, ref in chunk]):
-                if task is not None and which.matches(task):
+                if task is not None and which.matches(task, now):
                     found.append(task)
         page = found[:limit]
         more = len(found) > limit
         return Page(page, str(Position(page[-1].created_ms, page[-1].ref)) if more else None, now)
+
+    def _list_scanned(self, which: TaskFilter, limit: int, cursor: str | None) -> Page:
+        try:
+            start = ScanPosition.parse(cursor) if cursor else ScanPosition()
+        except ScanCursorError:
+            raise AdminError(f"not a cursor of mcpq tasks list: {cursor!r}") from None
+        if start.shard >= len(self._shards):
+            raise AdminError(
+                f"cursor {cursor!r} names shard {start.shard}, and this store has "
+                f"{len(self._shards)} (MCPQ_STORE_SHARDS)"
+            )
+        now = self.now_ms()
+
+        def step(shard: Shard, at: int) -> tuple[int, list[str]]:
+            return scan_refs(self._client, self._keys, shard, at)
+
+        def matching(refs: list[str]) -> list[TaskSummary]:
+            # One pipelined round trip of HMGETs per SCAN batch; a task that expired since the
+            # SCAN reads as None and is left out.
+            summaries = self._summaries(refs) if refs else []
+            return [t for t in summaries if t is not None and which.matches(t, now)]
+
+        found = walk(self._shards, start, limit, step, matching)
+        return Page(found.tasks, str(found.next) if found.next else None, now)
 
     def _walk(self, after: Position | None, high: int | None) -> Iterator[tuple[int, str]]:
         """Every shard's ``active`` entries after ``after`` (up to score ``high``), merged into
@@ -220,8 +268,7 @@ class TaskAdmin:
             offset += _BATCH
 
     def _summaries(self, refs: Sequence[str]) -> list[TaskSummary | None]:
-        """The listing fields of each task (``None``: it ended or expired since the index read:
-        a task that ends leaves the index in the same script)."""
+        """The listing fields of each task (``None``: no such record any more, it expired)."""
         commands: list[Queue] = [_hmget(self._keys.task(ref), _LIST_FIELDS) for ref in refs]
 
         def parse(replies: list[Any]) -> list[TaskSummary | None]:
@@ -231,7 +278,7 @@ class TaskAdmin:
 
     def _summary(self, ref: str, values: list[str | None]) -> TaskSummary | None:
         h = dict(zip(_LIST_FIELDS, values, strict=True))
-        if not h["status"] or h["status"] in TERMINAL:
+        if not h["status"]:
             return None
         return TaskSummary(
             ref=ref,
@@ -319,6 +366,18 @@ class TaskAdmin:
         return CANCEL_MESSAGE, self._payloads
 
 
+def _other_walks(cursor: str, scans: bool) -> bool:
+    """Whether ``cursor`` is a well-formed cursor of the other walk (a listing's cursor handed
+    to one with other ``--state`` options): said as such rather than "not a cursor"."""
+    if scans:
+        return _CURSOR.fullmatch(cursor.strip()) is not None
+    try:
+        ScanPosition.parse(cursor)
+    except ScanCursorError:
+        return False
+    return True
+
+
 def _index_window(
     index: str, low: int | None, high: int | None, offset: int, size: int
 ) -> PipelineCall[list[tuple[int, str]]]:
@@ -344,5 +403,6 @@ def open_admin(settings: Settings) -> TaskAdmin:
     """The operator's access to the store of ``settings`` (``REDIS_URL``, ``MCPQ_STORE_SHARDS``,
     ``MCPQ_DATA_KEYS``). Raises ``DataKeyError`` when ``MCPQ_DATA_KEYS`` is malformed."""
     keys, payloads = store_keys(settings), payloads_of(settings)
-    store = TaskStore(sync_client(settings), keys, payloads, max_runs=settings.max_runs)
-    return TaskAdmin(store, keys, payloads)
+    client = sync_client(settings)
+    store = TaskStore(client, keys, payloads, max_runs=settings.max_runs)
+    return TaskAdmin(store, keys, payloads, client)

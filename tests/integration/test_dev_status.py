@@ -54,8 +54,8 @@ def test_status_finds_a_running_dev_and_names_its_redis(tmp_path: Path) -> None:
         output.wait_for(f"http://127.0.0.1:{port}/mcp", timeout=90)
         state = runtime / "mcpq" / "dev.json"
         assert stat.S_IMODE(state.stat().st_mode) == 0o600
-        redis_line = output.wait_for("REDIS_URL=", timeout=5)
-        dev_url = redis_line.split("REDIS_URL=", 1)[1].strip()
+        redis_line = output.wait_for("mcpq | redis: ", timeout=5)
+        dev_url = redis_line.split("mcpq | redis: ", 1)[1].split()[0]
 
         run = subprocess.run(
             [sys.executable, "-m", "ops.cli", "status", "--no-ping"],

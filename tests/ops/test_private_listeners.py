@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import base64
 import ipaddress
-import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,45 +22,20 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ops.processes import free_port, wait_until
+from ops.processes import free_port, listening_addresses, wait_until
 from tests.ops.ops_harness import OPS_TOOLS
 from tests.support.stacks import LiveStack
 
 pytestmark = [pytest.mark.ops, pytest.mark.timeout(120)]
 
 REPO = Path(__file__).resolve().parents[2]
-LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's `st` column
 #: Flower's login settings are stripped from what the children inherit: each test sets its own.
 FLOWER_LOGIN = ("FLOWER_BASIC_AUTH", "FLOWER_AUTH", "FLOWER_UNAUTHENTICATED_API")
 
 
-def _address(hexaddr: str) -> str:
-    """An address of /proc/net/tcp{,6}: 32-bit words in host (little-endian) order."""
-    raw = bytes.fromhex(hexaddr)
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    family = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
-    return socket.inet_ntop(family, words)
-
-
 def listening(pid: int) -> set[tuple[str, int]]:
     """The (address, port) pairs process ``pid`` listens on, from the kernel's socket table."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue  # closed meanwhile
-        if target.startswith("socket:["):
-            inodes.add(target[len("socket:[") : -1])
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            cols = line.split()
-            local, state, inode = cols[1], cols[3], cols[9]
-            if state == LISTEN and inode in inodes:
-                hexaddr, hexport = local.split(":")
-                found.add((_address(hexaddr), int(hexport, 16)))
-    return found
+    return listening_addresses([pid]) or set()
 
 
 def listening_on(pid: int, port: int) -> set[str]:

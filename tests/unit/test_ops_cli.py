@@ -196,7 +196,7 @@ def test_mcpq_is_runnable_as_a_module() -> None:
 
 
 def test_dev_launcher_never_prints_a_redis_password() -> None:
-    from ops.dev_launcher import redact_url
+    from shared.redis_urls import redact_url
 
     assert redact_url("redis://:s3cret@host:6379/0") == "redis://:***@host:6379/0"
     assert redact_url("rediss://user:s3cret@host:6380") == "rediss://user:***@host:6380"

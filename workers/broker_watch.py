@@ -1,0 +1,99 @@
+"""The worker's Celery consumer, with its broker reconnects bounded by ``MCPQ_BROKER_WAIT_S``.
+
+Celery 5's consumer (re)connects in ``Consumer.ensure_connected``: kombu's
+``ensure_connection`` with ``broker_connection_max_retries`` retries, waits growing by 2 s up
+to 30 s. With ``None`` (mcpq's setting, which publishers share) it never gives up: a worker
+whose broker is gone for good retries forever and its platform never restarts it. With a
+number, exceeding it raises kombu's ``OperationalError``, which the consumer does not count as
+recoverable: the worker logs "Unrecoverable error" with a traceback and stops *warm*, waiting
+for every running tool; and a count of retries is a poor measure of time.
+
+So this consumer connects with kombu's ``timeout`` (seconds, over all attempts) instead, waits
+capped well below the deadline, and when the broker stays unreachable it logs one line (the
+URL, password hidden; what to check) and raises ``WorkerTerminate``: a cold shutdown (the pool
+stops at once; prefork children are terminated, the io pool hands its runs back) with the exit
+status of ``ops.broker_wait``, 3. An outage shorter than the wait is ridden out as before: the
+consumer reconnects and consumes again. It is used for the first connection too (the broker
+may go away between ``mcpq worker``'s check and Celery's start).
+
+Installed by ``workers.celery_app`` as Celery's ``worker_consumer``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery.exceptions import WorkerTerminate
+from celery.worker.consumer import Consumer
+from celery.worker.state import maybe_shutdown
+from kombu.exceptions import OperationalError
+
+from shared.celery_config import broker_origin, connection_problem, unreachable
+from shared.redis_urls import redact_url
+from shared.settings import Settings
+
+log = logging.getLogger("mcpq.worker")
+
+#: The worker's exit status when its broker stays unreachable: ``ops.broker_wait``'s (workers
+#: do not import ops).
+EXIT_UNREACHABLE = 3
+
+
+def retry_intervals(wait_s: float) -> dict[str, float]:
+    """kombu's waits between attempts: Celery's (2 s, growing by 2 s), capped at a tenth of the
+    wait (at least 1 s, at most Celery's 30 s), so the worker gives up about ``wait_s`` after
+    the first failure, not up to 30 s later."""
+    cap = min(30.0, max(1.0, wait_s / 10))
+    return {"interval_start": min(2.0, cap), "interval_step": min(2.0, cap), "interval_max": cap}
+
+
+class BoundedConsumer(Consumer):
+    """Celery's consumer, with :meth:`ensure_connected` bounded in time."""
+
+    def ensure_connected(self, conn: Any) -> Any:
+        # Imported here: Celery imports this class while it builds the worker, from the app
+        # module's configuration (like workers.pools).
+        from workers.celery_app import settings
+
+        return self._ensure_within(conn, settings)
+
+    def _ensure_within(self, conn: Any, settings: Settings) -> Any:
+        wait_s = settings.broker_wait_s
+        url, setting = broker_origin(settings)
+        said = False
+
+        def errback(exc: BaseException, interval: float) -> None:
+            # One line per outage, not one per attempt.
+            nonlocal said
+            if not said:
+                said = True
+                log.warning(
+                    "cannot reach the broker at %s (%s): trying again for up to %g s",
+                    redact_url(url),
+                    connection_problem(exc, url),
+                    wait_s,
+                )
+
+        try:
+            conn.ensure_connection(
+                errback,
+                # 0: give up at the first failure; kombu reads a timeout of 0 as "none".
+                max_retries=0 if wait_s == 0 else None,
+                timeout=wait_s or None,
+                callback=maybe_shutdown,  # a SIGTERM while waiting still stops the worker
+                **retry_intervals(wait_s),
+            )
+        except (OperationalError, *conn.recoverable_connection_errors) as exc:
+            log.critical(
+                "%s; stopping the worker", unreachable("the broker", url, setting, wait_s, exc)
+            )
+            # Celery's worker exits with its controller's exitcode (untyped in the stubs).
+            if (controller := getattr(self, "controller", None)) is not None:
+                controller.exitcode = EXIT_UNREACHABLE
+            # Cold: a warm stop would wait for every running tool, with no broker to ack to.
+            raise WorkerTerminate(EXIT_UNREACHABLE) from None
+        # Celery's bookkeeping after a connection (its own ensure_connected does the same).
+        self.first_connection_attempt = False
+        self.broker_connection_retry_attempt = 0
+        return conn
