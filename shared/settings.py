@@ -260,6 +260,11 @@ class Settings:
         default=3600, metadata={"env": "MCPQ_MRTR_STATE_TTL_S", "parse": int}
     )
     input_hold_s: float = field(default=30.0, metadata={"env": "MCPQ_INPUT_HOLD_S", "parse": float})
+    #: How late a tool's status report (``ctx.report``) is written; a run that ends sooner
+    #: writes none (``workers.reports``). 0: each report at once.
+    report_delay_ms: float = field(
+        default=100.0, metadata={"env": "MCPQ_REPORT_DELAY_MS", "parse": _non_negative}
+    )
     cancel_grace_s: float = field(
         default=5.0, metadata={"env": "MCPQ_CANCEL_GRACE_S", "parse": float}
     )

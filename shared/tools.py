@@ -46,10 +46,15 @@ class ToolContext(Protocol):
         ...
 
     def report(self, message: str) -> None:
-        """Set the task's ``statusMessage`` (progress for the client)."""
+        """Set the task's ``statusMessage`` (progress for the client). Written
+        ``MCPQ_REPORT_DELAY_MS`` later, the latest of several in one write, and not at all when
+        the run ends first (its end replaces the message); a cancel the worker already knows
+        of raises here, like at any other call."""
 
     def sleep(self, seconds: float) -> None:
-        """Sleep, waking at once if the task is cancelled."""
+        """Sleep, waking at once if the task is cancelled. ``sleep(0)`` is a yield point that
+        costs no round trip: it raises for a cancel the worker knows of (its lease keeper
+        learns of one within half a second)."""
 
     def ask(self, *requests: InputRequest) -> list[dict[str, Any]]:
         """Ask the client several things at once; returns the answers in order."""

@@ -26,6 +26,7 @@ from shared.store.wakeups import Wakeups
 from shared.tools import Registry
 from workers import metrics
 from workers.heartbeat import LeaseKeeper
+from workers.reports import ReportFlusher
 from workers.runner import PARKED, RunControl, RunDeps, run_task
 from workers.transport import TRANSPORT
 
@@ -55,7 +56,11 @@ def deps() -> RunDeps:
             # Waiting runs (ctx.ask, ctx.sleep) share one pub/sub connection per process.
             wakeups = Wakeups(sync_client(settings), store_keys(settings))
             leases = LeaseKeeper(store, settings.lease_s, settings.cancel_grace_s)
-            _deps = (os.getpid(), RunDeps(settings, store, registry, leases, wakeups))
+            reports = ReportFlusher(settings.report_delay_ms / 1000)
+            _deps = (
+                os.getpid(),
+                RunDeps(settings, store, registry, leases, wakeups, reports),
+            )
         return _deps[1]
 
 

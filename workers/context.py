@@ -20,6 +20,7 @@ from shared.store import InputPoll, Reply, TaskStatus, TaskStore
 from shared.store.wakeups import Watch
 from shared.tools import InputRequest, elicitation, missing_capabilities, sampling
 from workers.interrupts import RunParked, RunSuperseded
+from workers.reports import PendingReport, ReportFlusher
 
 T = TypeVar("T")
 _STOPPED = {TaskStatus.CANCELLED, None}  # None: the task is gone (expired)
@@ -50,8 +51,17 @@ class RunContext:
         watch: Watch,
         max_step_bytes: int = 1024 * 1024,
         max_message_chars: int = 1000,
+        reports: ReportFlusher | None = None,
     ) -> None:
         self._store = store
+        #: Reports are written late, by the process's flusher (None or no delay: at once).
+        self._reports = reports if reports is not None and reports.delay_s > 0 else None
+        self._pending = PendingReport(
+            lambda message, count, at_ms: self._store.report(
+                self.ref, self.gen, message, count, at_ms
+            ),
+            self.interrupt,
+        )
         #: How the run learns that an answer or a cancel came while it waits
         #: (``shared.store.wakeups``: the runs of a process share one connection).
         self._watch = watch
@@ -103,17 +113,40 @@ class RunContext:
     def report(self, message: str) -> None:
         with self._inside():
             # Shortened, not refused: a status line is for people, and stored for every poll.
-            reply = self._store.report(
-                self.ref, self.gen, shorten(message, self._max_message_chars)
-            )
-            if reply is not Reply.OK:
-                raise_for(reply)
+            text = shorten(message, self._max_message_chars)
+            if self._reports is None:
+                reply = self._store.report(self.ref, self.gen, text)
+                if reply is not Reply.OK:
+                    raise_for(reply)
+                return
+            # Written later (workers.reports); a cancel this worker knows of still stops here.
+            if self.cancel_seen.is_set():
+                raise_for(self._stopped_by)
+            if self._pending.set(text, self._store.now_ms()):
+                self._reports.schedule(self._pending)
+
+    def discard_report(self) -> None:
+        """The run ends: its final write replaces any report still pending."""
+        self._pending.discard()
+
+    def _flush_report(self) -> None:
+        """Before another write of this run: its pending report first, so they stay in order."""
+        reply = self._pending.flush()
+        if reply is not Reply.OK:
+            raise_for(reply)
 
     def sleep(self, seconds: float) -> None:
         with self._inside():
+            if seconds <= 0:
+                # A yield point, without a round trip: a cancel this worker knows of stops the
+                # tool here. The lease keeper learns of one within its renewal interval (at
+                # most 0.5 s) and interrupts the run (``interrupt``), so a tool that only ever
+                # calls sleep(0) still stops within the second the issue allows.
+                if self.cancel_seen.is_set():
+                    raise_for(self._stopped_by)
+                return
             deadline = time.monotonic() + seconds
-            if seconds > 0:  # a wait: subscribed before the state is read (sleep(0) only checks)
-                self._ready()
+            self._ready()  # a wait: subscribed before the state is read
             self._check()
             while (left := deadline - time.monotonic()) > 0:
                 self._wait(min(left, self._hold_s))
@@ -165,6 +198,7 @@ class RunContext:
         except LimitExceeded as exc:
             raise ToolError(str(exc)) from None
         with self._inside():
+            self._flush_report()
             reply, stored = self._store.save_step(self.ref, self.gen, name, result)
         if reply is not Reply.OK:
             raise_for(reply)
@@ -204,12 +238,14 @@ class RunContext:
             raise_for(self._stopped_by)
 
     def _poll(self, requests: dict[str, InputRequest]) -> InputPoll:
+        self._flush_report()
         poll = self._store.request_input(self.ref, self.gen, requests)
         if poll.reply is not Reply.OK:
             raise_for(poll.reply)
         return poll
 
     def _park(self) -> None:
+        self._flush_report()
         reply = self._store.park(self.ref, self.gen)
         if reply is Reply.PARKED:
             raise RunParked()

@@ -39,6 +39,7 @@ from workers.context import RunContext
 from workers.execution import RunAbandoned, ToolCall
 from workers.heartbeat import KeptRun, LeaseKeeper, Watchdog
 from workers.interrupts import RunParked, RunSuperseded
+from workers.reports import ReportFlusher
 
 log = logging.getLogger("mcpq.worker")
 PARKED = "parked"  # a run's outcome (not a task status): it let go of a task waiting for input
@@ -53,6 +54,8 @@ class RunDeps:
     leases: LeaseKeeper
     #: The process's shared wake-ups (one connection for every waiting run).
     wakeups: Wakeups
+    #: The process's writer of late status reports (``workers.reports``).
+    reports: ReportFlusher | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,7 @@ def _execute(
         max_step_bytes=s.max_step_bytes,
         max_message_chars=s.max_message_chars,
         watch=watch,
+        reports=deps.reports,
     )
     call = ToolCall(lambda: tool.call(ctx, record.arguments), tool.name)
 
@@ -180,6 +184,10 @@ def _execute(
     except BaseException:  # SystemExit from billiard's SIGTERM handler, KeyboardInterrupt
         hand_back(store, ref, gen)
         raise
+    finally:
+        # However the run ends, its last write (the finish below, a cancel's, a newer run's)
+        # sets the status message: a report still pending would only be refused or overwrite.
+        ctx.discard_report()
     # Fenced by `gen`: if the task was cancelled meanwhile, or a newer run took it over after
     # our lease lapsed, this result is discarded and the task keeps what it has.
     reply = store.finish(ref, gen, status, payload, message)

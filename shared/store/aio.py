@@ -8,6 +8,7 @@ the web tier makes: ``tasks/get`` in one round trip, watching tasks change (pub/
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
@@ -18,6 +19,7 @@ from shared.errors import StoreUnavailable, TaskNotFound
 from shared.jobs import Message
 from shared.store import apikeys, calls, listing, scripts, sessions, stats
 from shared.store.calls import Answered, Cancelled, NewTask, PipelineCall, ScriptCall
+from shared.store.clock import RedisClock
 from shared.store.errors import NotReplicated, store_errors
 from shared.store.keys import Keys
 from shared.store.listing import Listed, Position
@@ -53,6 +55,7 @@ class AsyncTaskStore:
         self._scripts = {
             name: client.register_script(scripts.source(name)) for name in scripts.NAMES
         }
+        self._clock = RedisClock()
 
     async def aclose(self) -> None:
         """Close the shared watch connection and the client (tests; a server just exits)."""
@@ -60,9 +63,30 @@ class AsyncTaskStore:
         await self._redis.aclose()
 
     # -- the two ways in: a script, or a plain pipeline ----------------------------------------
+    async def now_ms(self) -> int:
+        """Redis's time (``shared.store.clock``): a ``TIME`` round trip once in a while."""
+        now = self._clock.now_ms()
+        if now is None:
+            readings = []
+            with store_errors():
+                for _ in range(2):  # the first may include connecting: the shorter one counts
+                    sent = time.monotonic()
+                    reply = await self._redis.time()
+                    readings.append((time.monotonic() - sent, sent, reply))
+            took, sent, reply = min(readings, key=lambda reading: reading[0])
+            now = self._clock.anchor(reply, sent, sent + took)
+        return now
+
+    async def _args(self, call: ScriptCall[Any]) -> list[Any]:
+        """The script's ARGV, with ``now`` last when it uses the clock (``lua/_clock.lua``)."""
+        if not scripts.uses_clock(call.script):
+            return list(call.args)
+        return [*call.args, await self.now_ms()]
+
     async def run(self, call: ScriptCall[T]) -> T:
+        args = await self._args(call)
         with store_errors():
-            reply = await self._scripts[call.script](keys=call.keys, args=call.args)
+            reply = await self._scripts[call.script](keys=call.keys, args=args)
         return call.parse(reply)
 
     async def pipeline(self, call: PipelineCall[T]) -> T:
@@ -83,10 +107,11 @@ class AsyncTaskStore:
         sends both again: the script did not run, and ``WAIT`` alone wrote nothing. A parse
         that raises (``Refused``) means the script wrote nothing: then the count is moot."""
         script = self._scripts[call.script]
+        args = await self._args(call)
         with store_errors():
             for _attempt in range(2):
                 async with self._redis.pipeline(transaction=False) as pipe:
-                    pipe.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
+                    pipe.evalsha(script.sha, len(call.keys), *call.keys, *args)
                     pipe.execute_command("WAIT", self.min_replicas, self.replica_wait_ms)
                     reply, replicas = await pipe.execute(raise_on_error=False)
                 if not isinstance(reply, rexc.NoScriptError):

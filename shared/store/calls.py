@@ -338,10 +338,17 @@ def renew(k: Keys, ref: str, gen: int, lease_ms: int) -> ScriptCall[Renewal]:
 
 
 def report(
-    k: Keys, ref: str, gen: int, message: str, payloads: Payloads = PLAIN
+    k: Keys,
+    ref: str,
+    gen: int,
+    message: str,
+    payloads: Payloads = PLAIN,
+    count: int = 1,
+    at_ms: int | None = None,
 ) -> ScriptCall[Reply]:
     sealed = payloads.field(ref, "msg", message)
-    return ScriptCall("report", [k.task(ref)], [gen, sealed], _reply)
+    at = "" if at_ms is None else at_ms
+    return ScriptCall("report", [k.task(ref)], [gen, sealed, count, at], _reply)
 
 
 def _parse_poll(k: Keys, ref: str, payloads: Payloads) -> Callable[[list[Any]], InputPoll]:

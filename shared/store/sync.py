@@ -8,6 +8,7 @@ inside: callers get typed replies and records, never a connection.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from shared.store.calls import (
     Renewal,
     ScriptCall,
 )
+from shared.store.clock import RedisClock
 from shared.store.errors import store_errors
 from shared.store.keys import Keys
 from shared.store.payloads import PLAIN, Payloads
@@ -59,11 +61,33 @@ class TaskStore:
         self._scripts = {
             name: client.register_script(scripts.source(name)) for name in scripts.NAMES
         }
+        self._clock = RedisClock()
 
     # -- the two ways in: a script, or a plain pipeline ----------------------------------------
+    def now_ms(self) -> int:
+        """Redis's time (``shared.store.clock``): a ``TIME`` round trip once in a while."""
+        now = self._clock.now_ms()
+        if now is None:
+            readings = []
+            with store_errors():
+                for _ in range(2):  # the first may include connecting: the shorter one counts
+                    sent = time.monotonic()
+                    reply = self._redis.time()
+                    readings.append((time.monotonic() - sent, sent, reply))
+            took, sent, reply = min(readings, key=lambda reading: reading[0])
+            now = self._clock.anchor(reply, sent, sent + took)
+        return now
+
+    def _args(self, call: ScriptCall[Any], now: int | None = None) -> list[Any]:
+        """The script's ARGV, with ``now`` last when it uses the clock (``lua/_clock.lua``)."""
+        if not scripts.uses_clock(call.script):
+            return list(call.args)
+        return [*call.args, self.now_ms() if now is None else now]
+
     def run(self, call: ScriptCall[T]) -> T:
+        args = self._args(call)
         with store_errors():
-            reply = self._scripts[call.script](keys=call.keys, args=call.args)
+            reply = self._scripts[call.script](keys=call.keys, args=args)
         return call.parse(reply)
 
     def run_many(self, many: Sequence[ScriptCall[T]]) -> list[T]:
@@ -76,10 +100,12 @@ class TaskStore:
             # to its slot's node (redirections followed). Each script is atomic on its own
             # either way; only the round trips differ.
             return [self.run(call) for call in many]
+        now = self.now_ms()  # one reading for the batch: they go in one round trip
         with store_errors():
             pipe = self._redis.pipeline(transaction=False)
             for call in many:
-                self._scripts[call.script](keys=call.keys, args=call.args, client=pipe)
+                args = self._args(call, now)
+                self._scripts[call.script](keys=call.keys, args=args, client=pipe)
             replies = pipe.execute()
         return [call.parse(reply) for call, reply in zip(many, replies, strict=True)]
 
@@ -103,8 +129,13 @@ class TaskStore:
         """Renew the leases of many runs (``(ref, gen)``) in one round trip."""
         return self.run_many([calls.renew(self._keys, ref, gen, lease_ms) for ref, gen in runs])
 
-    def report(self, ref: str, gen: int, message: str) -> Reply:
-        return self.run(calls.report(self._keys, ref, gen, message, self._payloads))
+    def report(
+        self, ref: str, gen: int, message: str, count: int = 1, at_ms: int | None = None
+    ) -> Reply:
+        """``count``: how many reports this one stands for (the latest of several); ``at_ms``:
+        when the tool made it (Redis's clock; default now)."""
+        call = calls.report(self._keys, ref, gen, message, self._payloads, count, at_ms)
+        return self.run(call)
 
     def request_input(self, ref: str, gen: int, requests: dict[str, Any]) -> InputPoll:
         return self.run(calls.request_input(self._keys, ref, gen, requests, self._payloads))

@@ -160,13 +160,14 @@ def key_leak_checker(request: pytest.FixtureRequest) -> Iterator[KeyLeakChecker 
 
 @dataclass
 class RedisClock:
-    """Redis's own clock, the one every script reads (``TIME``)."""
+    """Redis's clock as the store's scripts get it (``shared.store.clock``: ``TIME`` read now
+    and then, carried forward on the monotonic clock), so a test that waits past a deadline
+    waits past it on the scripts' clock, not on one a fraction of a millisecond apart."""
 
-    client: redis.Redis
+    store: WhiteBoxStore
 
     def now_ms(self) -> int:
-        seconds, micros = self.client.time()
-        return int(seconds) * 1000 + int(micros) // 1000
+        return self.store.now_ms()
 
     def wait_past(self, ms: int, timeout: float = 5.0) -> int:
         """Poll until Redis's clock is strictly past ``ms`` (a lease, a deadline)."""
@@ -180,8 +181,8 @@ class RedisClock:
 
 
 @pytest.fixture
-def clock(redis_client: redis.Redis) -> RedisClock:
-    return RedisClock(redis_client)
+def clock(store: WhiteBoxStore) -> RedisClock:
+    return RedisClock(store)
 
 
 @dataclass

@@ -4,8 +4,12 @@
 -- (0 = no limit)
 -- returns {'OK', gen, {task field/value...}, {answer key/value...}}
 --      or {'GONE'|'TERMINAL'|'BUSY'|'PARKED'|'POISONED'}
-local cur = redis.call('HMGET', KEYS[1], 'status', 'lease', 'parked', 'gen', 'runs', 'answered',
-                      'lost')
+-- One read of the whole hash: the checks below need seven of its fields and the reply all of
+-- them (a second command per run otherwise).
+local task = redis.call('HGETALL', KEYS[1])
+local h = {}
+for i = 1, #task, 2 do h[task[i]] = task[i + 1] end
+local cur = {h.status, h.lease, h.parked, h.gen, h.runs, h.answered, h.lost}
 if not cur[1] then
   redis.call('ZREM', KEYS[3], ARGV[1]); redis.call('ZREM', KEYS[4], ARGV[1])
   return {'GONE'}
@@ -35,11 +39,19 @@ end
 -- with the lease in one HSET: this script is atomic, so read-then-write cannot race.)
 local gen = tonumber(cur[4]) + 1
 local lease = now + tonumber(ARGV[2])
-redis.call('HSET', KEYS[1], 'gen', gen, 'lease', lease, 'sends', 0, 'runs', tonumber(cur[5]) + 1,
-           'lost', lost)
+local runs = tonumber(cur[5]) + 1
+redis.call('HSET', KEYS[1], 'gen', gen, 'lease', lease, 'sends', 0, 'runs', runs, 'lost', lost)
 redis.call('ZADD', KEYS[3], lease, ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 -- Answers delivered so far (a resumed run replays them); only a task that ever got one has any.
 local answers = {}
 if cur[6] == '1' then answers = redis.call('HGETALL', KEYS[2]) end
-return {'OK', tostring(gen), redis.call('HGETALL', KEYS[1]), answers}
+-- The hash as it is now: what was read, with this claim's writes.
+local now_fields = {gen = tostring(gen), lease = tostring(lease), sends = '0', runs = tostring(runs),
+                    lost = tostring(lost)}
+for i = 1, #task, 2 do
+  local changed = now_fields[task[i]]
+  if changed then task[i + 1] = changed; now_fields[task[i]] = nil end
+end
+for name, value in pairs(now_fields) do task[#task + 1] = name; task[#task + 1] = value end
+return {'OK', tostring(gen), task, answers}

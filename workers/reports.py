@@ -1,0 +1,108 @@
+"""Status reports (``ctx.report``) written a moment late, so that a run which reports and then
+ends at once spends no write on a message nobody could have seen.
+
+A report is progress for people: clients read it when they poll (``pollIntervalMs``, a second
+or more), and the run's end clears it (``finish.lua`` stores the final status without one). So
+``ctx.report`` only records the message, and one thread per worker process (:class:`ReportFlusher`)
+writes it ``MCPQ_REPORT_DELAY_MS`` later, the latest message of the run in one write, counted as
+all the reports it stands for (``reports``, which 2025-era streams turn into progress
+notifications). A run that ends within the delay writes none of it: for a short tool that is a
+round trip and five Redis commands fewer per task, and its result is out that much sooner.
+
+Ordering: a run's other writes (asking for input, parking, saving a step) first write its
+pending report, in the run's own thread, under the run's write lock (:class:`PendingReport`);
+the flusher takes the same lock, so a report is never stored after a later write of its run. A
+flushed report the store refuses (the task was cancelled, or the run superseded) interrupts the
+run, as the lease keeper would.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from shared.errors import StoreUnavailable
+from shared.store import Reply
+
+log = logging.getLogger("mcpq.worker")
+
+#: Writes a report: (message, how many reports it stands for, when the tool made it on Redis's
+#: clock) → the store's reply.
+Write = Callable[[str, int, int], Reply]
+
+
+class PendingReport:
+    """One run's report not yet written, and the lock that orders the run's writes."""
+
+    def __init__(self, write: Write, on_refused: Callable[[Reply], None]) -> None:
+        self._write = write
+        self._on_refused = on_refused
+        self.lock = threading.Lock()  # held across a write: a run's writes stay in order
+        self._message: str | None = None
+        self._count = 0
+        self._at_ms = 0
+
+    def set(self, message: str, at_ms: int) -> bool:
+        """Record ``message``, made at ``at_ms`` (the task's lastUpdatedAt once written); True
+        when nothing was pending (the caller schedules a flush)."""
+        with self.lock:
+            first = self._message is None
+            self._message, self._count, self._at_ms = message, self._count + 1, at_ms
+            return first
+
+    def flush(self) -> Reply:
+        """Write what is pending now (``OK`` when nothing is). The run's own thread calls this
+        before its other writes and handles the reply; callers hold no lock."""
+        with self.lock:
+            message, count = self._message, self._count
+            self._message, self._count = None, 0
+            if message is None:
+                return Reply.OK
+            return self._write(message, count, self._at_ms)
+
+    def discard(self) -> None:
+        """The run ends: its final write replaces any status message."""
+        with self.lock:
+            self._message, self._count = None, 0
+
+    def flush_late(self) -> None:
+        """The flusher's write: a refusal interrupts the run (it learns at its next call)."""
+        try:
+            reply = self.flush()
+        except StoreUnavailable:
+            log.warning("status report not written: task store unavailable")
+            return
+        if reply is not Reply.OK:
+            self._on_refused(reply)
+
+
+class ReportFlusher:
+    """One thread per worker process: writes each pending report once its delay has passed."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+        self._due: list[tuple[float, int, PendingReport]] = []
+        self._order = itertools.count()  # ties: first scheduled, first written
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, pending: PendingReport) -> None:
+        with self._changed:
+            heapq.heappush(self._due, (time.monotonic() + self.delay_s, next(self._order), pending))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="mcpq-reports", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._changed:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    timeout = self._due[0][0] - time.monotonic() if self._due else None
+                    self._changed.wait(timeout)
+                _, _, pending = heapq.heappop(self._due)
+            pending.flush_late()  # outside the condition: a slow write delays no schedule()
