@@ -103,8 +103,7 @@ def waiting(runs: int, workdir: Path) -> Waiting:
         wait_until(lambda: stack.stats().workers, timeout=60, interval=0.2, message="a worker")
         admin = redis.Redis.from_url(stack.redis_url, decode_responses=True)
         load = Load(stack.url())
-        leases = Keys().leases  # the stack runs with the default key prefix
-        ids, started_s, short_s = asyncio.run(_wait_many(load, runs, admin, leases))
+        ids, started_s, short_s = asyncio.run(_wait_many(load, runs, admin, Keys()))
         cancels = asyncio.run(_cancel_some(load, ids[:20], worker))
         pss = pss_mib(process_tree(worker.popen.pid))
         clients = int(admin.info("clients")["connected_clients"])
@@ -113,8 +112,16 @@ def waiting(runs: int, workdir: Path) -> Waiting:
     return Waiting(runs, started_s, short_s, max(cancels), pss, clients)
 
 
+def _running(admin: redis.Redis, keys: Keys, ids: list[str]) -> int:
+    """How many of the tasks ``ids`` a run holds (a lease set by its claim)."""
+    pipe = admin.pipeline(transaction=False)
+    for task_id in ids:
+        pipe.hget(keys.task(task_ref(task_id)), "lease")
+    return sum(1 for lease in pipe.execute() if lease and int(lease) > 0)
+
+
 async def _wait_many(
-    load: Load, runs: int, admin: redis.Redis, leases: str
+    load: Load, runs: int, admin: redis.Redis, keys: Keys
 ) -> tuple[list[str], float, float]:
     limits = httpx.Limits(max_connections=50)
     async with httpx.AsyncClient(timeout=30, limits=limits) as http:
@@ -128,7 +135,7 @@ async def _wait_many(
 
         started = time.monotonic()
         ids = [i for i in await asyncio.gather(*(one() for _ in range(runs))) if i]
-        while int(admin.zcard(leases)) < runs and time.monotonic() - started < 120:
+        while _running(admin, keys, ids) < runs and time.monotonic() - started < 120:
             await asyncio.sleep(0.1)
         running_after = time.monotonic() - started
         sent = time.monotonic()

@@ -333,7 +333,7 @@ def _parse_renewal(reply: list[Any]) -> Renewal:
 
 
 def renew(k: Keys, ref: str, gen: int, lease_ms: int) -> ScriptCall[Renewal]:
-    keys = [k.task(ref), k.at(ref).leases]
+    keys = [k.task(ref), k.at(ref).unclaimed]  # the due index: leases and start-by deadlines
     return ScriptCall("renew", keys, [ref, gen, lease_ms], _parse_renewal)
 
 
@@ -393,7 +393,7 @@ def answer(
 
 
 def park(k: Keys, ref: str, gen: int) -> ScriptCall[Reply]:
-    keys = [k.task(ref), k.inputs(ref), k.at(ref).leases, k.at(ref).stats]
+    keys = [k.task(ref), k.inputs(ref), k.at(ref).unclaimed, k.at(ref).stats]
     return ScriptCall("park", keys, [ref, gen], _reply)
 
 
@@ -415,7 +415,7 @@ def finish(
         raise ValueError(f"a run finishes completed or failed, not {status}")
     field = "result" if status is TaskStatus.COMPLETED else "error"
     shard = k.at(ref)
-    keys = [k.task(ref), k.inputs(ref), k.wake(ref), shard.leases, shard.unclaimed]
+    keys = [k.task(ref), k.inputs(ref), k.wake(ref), shard.unclaimed]
     # The stats hash is always a script's last key: _prelude.lua's stat() writes KEYS[#KEYS].
     keys += [shard.active, shard.expiry, shard.stats]
     sealed = payloads.field(ref, field, payload)
@@ -445,7 +445,7 @@ def cancel(
     k: Keys, ref: str, owner: str, message: str, payloads: Payloads = PLAIN
 ) -> ScriptCall[Cancelled]:
     shard = k.at(ref)
-    keys = [k.task(ref), k.inputs(ref), k.wake(ref), shard.leases, shard.unclaimed]
+    keys = [k.task(ref), k.inputs(ref), k.wake(ref), shard.unclaimed]
     keys += [shard.active, shard.expiry, shard.stats]
     sealed = payloads.field(ref, "msg", message)
     return ScriptCall("cancel", keys, [owner, ref, sealed], _parse_cancelled)

@@ -52,9 +52,12 @@ the principal's home shard; all three are ``{mcpq}`` when N = 1):
                                    tasks (2025-11-25 wire)
 ``<p>:l:<scope>:ids``       hash   ref -> taskId of those tasks (``tasks/list`` must return ids)
 ``<p>:l:<scope>:ev``        chan   changes of those tasks (the task hash's ``push`` field)
-``<s>:leases``              zset   ref -> lease deadline (ms) of running tasks
-``<s>:unclaimed``           zset   ref -> deadline (ms) by which a run must be enqueued, or
-                                   once enqueued, started (claimed); claim removes it
+``<s>:unclaimed``           zset   the due index: ref -> the deadline (ms) at which the sweeper
+                                   looks at the task: until a claim, by when its run must be
+                                   enqueued or, once enqueued, started; from the claim on, its
+                                   lease (renewals move it); parked and ended tasks have none
+``<s>:leases``              zset   legacy: leases of runs claimed before the due index (the
+                                   sweeper drains it; nothing writes it any more)
 ``<s>:active``              zset   ref -> createdAt (ms) of every non-terminal task
 ``<s>:expiry``              zset   ref -> expire-at (ms) of non-terminal tasks with a TTL
 ``<s>:stats``               hash   counters: created|completed|failed|cancelled:<tool>,

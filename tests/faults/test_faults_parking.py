@@ -48,7 +48,9 @@ def test_100_parked_tasks_free_the_only_worker(make_stack: MakeStack, tmp_path: 
         assert watch.count("input_required") == N
         with stack.redis_client() as r:
             assert [r.hget(KEYS.task(task_ref(t)), "parked") for t in ids] == ["1"] * N
-            assert r.zcard(KEYS.leases) == 0, "no run holds a lease"
+            assert [r.hget(KEYS.task(task_ref(t)), "lease") for t in ids] == ["0"] * N
+            # and none has a deadline: nothing is due until its answers come (answer.lua)
+            assert [r.zscore(KEYS.unclaimed, task_ref(t)) for t in ids] == [None] * N
 
         # The worker is free: quick tasks run while the 100 stay parked.
         quick_started = time.monotonic()

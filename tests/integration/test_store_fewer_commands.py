@@ -3,7 +3,8 @@
 - status reports are written late (``workers.reports``): a run that ends within
   ``MCPQ_REPORT_DELAY_MS`` spends no write on them, a run that goes on shows the latest one,
   counted as every report it stands for, and a run's other writes never overtake its report;
-- the scripts stamp Redis's time without a ``TIME`` each (``shared.store.clock``)."""
+- the scripts stamp Redis's time without a ``TIME`` each (``shared.store.clock``);
+- a claim moves the task's deadline in the due index instead of between two indexes."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from shared.errors import TaskCancelled
 from shared.store import Reply, TaskStatus
-from tests.integration.conftest import TaskFactory
+from tests.integration.conftest import RedisClock, TaskFactory
 from tests.support.white_box import WhiteBoxStore, field, quiet_watch
 from workers.context import RunContext
 from workers.reports import ReportFlusher
@@ -110,3 +111,62 @@ def test_scripts_stamp_redis_time_without_a_time_command_each(
         record = store.record(ref)
         assert record is not None
         assert redis_ms - 1000 < record.created_ms <= redis_ms + 5  # on Redis's clock
+
+
+def commandstats(store: WhiteBoxStore) -> dict[str, int]:
+    stats = store.redis.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+
+
+def test_a_run_s_claim_and_finish_cost_twelve_redis_commands(
+    store: WhiteBoxStore, tasks: TaskFactory
+) -> None:
+    ref = tasks.new()
+    store.now_ms()  # the clock is read (TIME) before, not during
+    before = commandstats(store)
+    claim = store.claim(ref, 5_000)
+    assert store.finish(ref, claim.gen, TaskStatus.COMPLETED, RESULT) is Reply.OK
+    after = commandstats(store)
+    spent = {name: n - before.get(name, 0) for name, n in after.items() if n != before.get(name)}
+    spent.pop("info", None)
+    assert spent == {
+        "evalsha": 2,
+        # claim: one read of the hash, one write, its lease in the due index
+        "hgetall": 1,
+        "hset": 2,
+        "zadd": 1,
+        # finish: the fence's read, the outcome's counter, the change's push, and the task
+        # leaves the due, active and expiry indexes
+        "hmget": 1,
+        "hincrby": 1,
+        "publish": 1,
+        "zrem": 3,
+    }, spent
+
+
+def test_a_lease_left_in_the_legacy_index_is_still_swept(
+    store: WhiteBoxStore, tasks: TaskFactory, clock: RedisClock
+) -> None:
+    # As a worker of the release before the due index left it: its lease in `leases` only
+    ref, _ = tasks.running(lease_ms=50)
+    shard = store.keys.at(ref)
+    lease = int(field(store, ref, "lease") or 0)
+    store.redis.zrem(shard.unclaimed, ref)
+    store.redis.zadd(shard.leases, {ref: lease})
+    clock.wait_past(lease)
+    assert [due.ref for due in store.sweep(5_000)] == [ref]
+    assert store.redis.zscore(shard.leases, ref) is None
+    assert store.redis.zscore(shard.unclaimed, ref) is not None  # re-armed in the due index
+
+
+def test_a_live_lease_with_a_stale_deadline_keeps_one_at_its_lease(
+    store: WhiteBoxStore, tasks: TaskFactory, clock: RedisClock
+) -> None:
+    # A writer of the previous release (its mark_enqueued) moved a running task's deadline
+    ref, _ = tasks.running(lease_ms=60_000)
+    shard = store.keys.at(ref)
+    lease = int(field(store, ref, "lease") or 0)
+    store.redis.zadd(shard.unclaimed, {ref: clock.now_ms() - 1})
+    assert store.sweep(5_000) == []  # the run is alive: nothing to send again
+    # and the task is not left without a deadline: it is back at its lease's
+    assert store.redis.zscore(shard.unclaimed, ref) == lease

@@ -114,7 +114,8 @@ def test_two_claims_racing_give_one_run(store, tasks, race, racers) -> None:
         winner = next(reply for reply in replies if reply.reply == "OK")
         state = snapshot(store, ref)
         assert winner.gen == 1 and (state["task"]["gen"], state["task"]["runs"]) == ("1", "1")
-        assert state["indexed"] == (float(state["task"]["lease"]), None)
+        # One deadline per task in the due index (named unclaimed): the lease, once claimed
+        assert state["indexed"] == (None, float(state["task"]["lease"]))
 
 
 @pytest.mark.parametrize("parked", [False, True], ids=["worker-waiting", "parked"])

@@ -62,8 +62,11 @@ def test_mark_enqueued_after_the_claim_does_not_put_the_task_back(store, tasks) 
     # A worker can claim the run before the web tier marks it enqueued
     ref = tasks.new()
     assert store.claim(ref, 5_000).reply == "OK"
+    lease = int(field(store, ref, "lease") or 0)
     store.mark_enqueued(ref, 300_000)
-    assert in_index(store, store.keys.at(ref).unclaimed, ref) is None
+    # Its deadline stays its lease: the "must be started" one does not come back
+    assert in_index(store, store.keys.at(ref).unclaimed, ref) == lease
+    assert field(store, ref, "sends") == "0"
 
 
 def test_a_run_enqueued_but_never_started_is_swept_again(store, tasks, clock) -> None:
@@ -107,8 +110,9 @@ def test_claim_ok_increments_gen_and_takes_a_lease(store, tasks, clock) -> None:
     assert claim.record is not None and claim.record.gen == claim.record.runs == 1
     lease = int(store.redis.hget(store.keys.task(ref), "lease"))
     assert 0 < lease - clock.now_ms() <= 5_000
-    assert in_index(store, store.keys.at(ref).leases, ref) == lease
-    assert in_index(store, store.keys.at(ref).unclaimed, ref) is None
+    # One deadline in the due index (named unclaimed): the lease replaced the start-by one
+    assert in_index(store, store.keys.at(ref).unclaimed, ref) == lease
+    assert in_index(store, store.keys.at(ref).leases, ref) is None  # the legacy index
 
 
 def test_claim_is_busy_while_the_lease_lives_then_ok_with_a_new_gen(store, tasks, clock) -> None:
@@ -158,11 +162,11 @@ def test_claim_of_a_task_whose_status_message_is_two_dashes(store, tasks) -> Non
 # -- renew, report ---------------------------------------------------------------------------------
 def test_renew_extends_the_lease_and_tells_the_status(store, tasks, clock) -> None:
     ref, gen = tasks.running(lease_ms=1_000)
-    first = in_index(store, store.keys.at(ref).leases, ref) or 0
+    first = in_index(store, store.keys.at(ref).unclaimed, ref) or 0
     clock.tick()
     assert store.renew(ref, gen, 60_000) == Renewal(Reply.OK, TaskStatus.WORKING)
     lease = int(field(store, ref, "lease") or 0)
-    assert lease > first + 50_000 and in_index(store, store.keys.at(ref).leases, ref) == lease
+    assert lease > first + 50_000 and in_index(store, store.keys.at(ref).unclaimed, ref) == lease
     store.request_input(ref, gen, {"k": {}})
     assert store.renew(ref, gen, 60_000) == Renewal(Reply.OK, TaskStatus.INPUT_REQUIRED)
 
@@ -317,7 +321,10 @@ def test_the_last_answer_wakes_the_waiting_worker(store, tasks, redis_client) ->
         assert store.answer(ref, tasks.owner, {"name": "Ada", "age": 36}, 1_000).reply == "WOKEN"
     assert field(store, ref, "status") == "working"
     assert woken == ["answer"]
-    assert in_index(store, store.keys.at(ref).unclaimed, ref) is None
+    # The waiting run holds it: its deadline is still its lease, not a new start-by one
+    assert in_index(store, store.keys.at(ref).unclaimed, ref) == int(
+        field(store, ref, "lease") or 0
+    )
 
 
 def test_the_last_answer_resumes_a_parked_task_on_its_queue(store, tasks, clock) -> None:

@@ -133,7 +133,8 @@ def test_sweep_returns_an_expired_lease_once_and_rearms_it(store, tasks, clock) 
     now = clock.now_ms()
     assert store.sweep(5_000) == [Due(ref, "echo", "tools-q")]
     assert store.sweep(5_000) == []
-    assert store.redis.zscore(store.keys.at(ref).leases, ref) is None
+    assert store.redis.zscore(store.keys.at(ref).leases, ref) is None  # the legacy index: unused
+    # Its deadline in the due index is the re-arm's now, no longer the lapsed lease
     assert now + 5_000 <= (unclaimed_at(store, ref) or 0) <= clock.now_ms() + 5_000
 
 
@@ -155,7 +156,9 @@ def test_sweep_skips_live_parked_ended_and_vanished_tasks(store, tasks) -> None:
         store.redis.zadd(store.keys.at(ref).leases, {ref: 0})
         store.redis.zadd(store.keys.at(ref).unclaimed, {ref: 0})
     assert store.sweep(60_000) == []
-    assert all_in(store, "unclaimed") == []
+    # Only the running task keeps a deadline: its lease's (a stale one is never its last)
+    assert all_in(store, "unclaimed") == [live]
+    assert store.redis.zscore(store.keys.at(live).unclaimed, live) == lease_of(store, live)
     assert store.claim(live, 1_000) == Claim("BUSY")
 
 

@@ -1,5 +1,6 @@
 -- claim: a worker takes the task for one run: new fencing generation and a lease.
--- KEYS[1] task, KEYS[2] answers hash, KEYS[3] leases zset, KEYS[4] unclaimed zset
+-- KEYS[1] task, KEYS[2] answers hash, KEYS[3] legacy leases zset (only cleaned: see keys.py),
+-- KEYS[4] due zset (named `unclaimed`: the deadline at which a sweep looks at the task)
 -- ARGV[1] ref, ARGV[2] lease ms, ARGV[3] lost runs after which the task is not run again
 -- (0 = no limit)
 -- returns {'OK', gen, {task field/value...}, {answer key/value...}}
@@ -41,8 +42,9 @@ local gen = tonumber(cur[4]) + 1
 local lease = now + tonumber(ARGV[2])
 local runs = tonumber(cur[5]) + 1
 redis.call('HSET', KEYS[1], 'gen', gen, 'lease', lease, 'sends', 0, 'runs', runs, 'lost', lost)
-redis.call('ZADD', KEYS[3], lease, ARGV[1])
-redis.call('ZREM', KEYS[4], ARGV[1])
+-- One index of deadlines: the lease replaces the "must be started by" deadline (one command
+-- instead of moving the task from one index to another).
+redis.call('ZADD', KEYS[4], lease, ARGV[1])
 -- Answers delivered so far (a resumed run replays them); only a task that ever got one has any.
 local answers = {}
 if cur[6] == '1' then answers = redis.call('HGETALL', KEYS[2]) end

@@ -1,7 +1,7 @@
 -- finish: the run ends the task (completed with result, or failed with error). Fenced, so a
 -- late or duplicate worker can never overwrite `cancelled` or a newer run.
--- KEYS[1] task, KEYS[2] inputs, KEYS[3] wake channel (unused), KEYS[4] leases, KEYS[5] unclaimed,
--- KEYS[6] active zset, KEYS[7] expiry zset, KEYS[8] stats
+-- KEYS[1] task, KEYS[2] inputs, KEYS[3] wake channel (unused), KEYS[4] due zset (named
+-- `unclaimed`), KEYS[5] active zset, KEYS[6] expiry zset, KEYS[7] stats
 -- ARGV[1] ref, ARGV[2] gen, ARGV[3] status, ARGV[4] field, ARGV[5] payload,
 -- ARGV[6] statusMessage ('' clears it: a progress text does not outlive the run it described),
 -- ARGV[7] a counter to bump besides the outcome's ('poisoned' from the sweeper, else '')
@@ -20,6 +20,5 @@ redis.call('HSET', KEYS[1], 'status', ARGV[3], ARGV[4], ARGV[5], 'updated_ms', n
            'msg', ARGV[6])
 publish(KEYS[1], cur[4])
 redis.call('ZREM', KEYS[4], ARGV[1]); redis.call('ZREM', KEYS[5], ARGV[1])
-redis.call('ZREM', KEYS[6], ARGV[1])
-if cur[5] and cur[5] ~= '' then redis.call('ZREM', KEYS[7], ARGV[1]) end
+if cur[5] and cur[5] ~= '' then redis.call('ZREM', KEYS[6], ARGV[1]) end
 return 'OK'

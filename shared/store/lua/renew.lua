@@ -1,5 +1,5 @@
 -- renew: the running worker extends its lease (heartbeat) and learns the current status.
--- KEYS[1] task, KEYS[2] leases zset; ARGV[1] ref, ARGV[2] gen, ARGV[3] lease ms
+-- KEYS[1] task, KEYS[2] due zset (named `unclaimed`); ARGV[1] ref, ARGV[2] gen, ARGV[3] lease ms
 -- returns {'OK', status} (renewed) | {'TERMINAL', status} | {'GONE'} | {'SUPERSEDED'}
 --      | {'PARKED'} (the run let go of the task: no renewal)
 local cur = redis.call('HMGET', KEYS[1], 'gen', 'status', 'parked')

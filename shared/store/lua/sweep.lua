@@ -8,7 +8,9 @@
 -- with finish.lua, fenced by the generation returned here (a run that claimed it since wins).
 -- It stays re-armed until then, so a sweeper that dies in between leaves it to the next sweep.
 -- Also drops tasks that reached their TTL unfinished from the active and expiry indexes.
--- KEYS[1] leases zset, KEYS[2] unclaimed zset, KEYS[3] active zset, KEYS[4] expiry zset;
+-- KEYS[1] legacy leases zset (written by releases before the due index; drained here),
+-- KEYS[2] due zset (named `unclaimed`: start-by deadlines and leases alike), KEYS[3] active
+-- zset, KEYS[4] expiry zset;
 -- ARGV[1] key prefix of task hashes, ARGV[2] unclaimed bound ms, ARGV[3] max batch,
 -- ARGV[4] lost runs after which a task is poisoned (0 = never)
 -- returns {ref, tool, queue, gen, poisoned ('1' or '0'), ref, ...}
@@ -25,7 +27,14 @@ for _, zset in ipairs({KEYS[1], KEYS[2]}) do
     -- Only tasks that still need a run: not ended, no live lease (the index may be stale),
     -- not parked (those wait for answers; answer.lua re-arms them).
     local lease = tonumber(cur[4])
-    if cur[1] and not TERMINAL[cur[1]] and lease <= now and cur[5] ~= '1' then
+    local live = cur[1] and not TERMINAL[cur[1]] and cur[5] ~= '1'
+    if live and lease > now then
+      -- A run holds it, but its deadline in the index was not its lease (moved by a writer of
+      -- the release before the due index, mark_enqueued.lua's): back at the lease's deadline,
+      -- never dropped, or a worker dying now would leave the task with no deadline at all.
+      redis.call('ZADD', KEYS[2], lease, ref)
+    end
+    if live and lease <= now then
       local lost = tonumber(cur[7]) or 0
       if lease > 0 then
         lost = lost + 1
