@@ -115,8 +115,7 @@ def run_dev(
 ) -> int:
     """Run the local stack until a signal (returns 0) or a child's death (returns 1)."""
     env = child_environment(dict(os.environ if environ is None else environ), options)
-    logs = None if options.verbose else _log_dir(env, options.port)
-    supervisor = Supervisor(out, logs)
+    supervisor = Supervisor(out)
     # Before anything starts: with the port taken, the web child would die a moment later
     # (and a readiness probe that took any answer would have announced the other server).
     if port_in_use(options.port):
@@ -136,6 +135,8 @@ def run_dev(
     parts += ["two workers"] if options.worker else []
     parts += ["Flower"] if options.flower else []
     supervisor.say("mcpq", f"starting {', '.join(parts[:-1])} and {parts[-1]} …")
+    if not options.verbose:  # only now: a launcher that stopped above leaves no log folder
+        supervisor.log_into(_log_dir(env, options.port))
     stop = StopRequest()
     stop.install()
     redis: RedisProcess | None = None

@@ -51,6 +51,12 @@ class Supervisor:
         if log_dir is None:
             self._live.set()
 
+    def log_into(self, log_dir: Path) -> None:
+        """Quiet mode from now on: children spawned after this log to ``log_dir``, and reach
+        the terminal only after :meth:`go_live`."""
+        self.log_dir = log_dir
+        self._live.clear()
+
     def go_live(self) -> None:
         """From now on children's lines reach the terminal too (quiet mode: after start-up)."""
         self._live.set()

@@ -68,9 +68,7 @@ def own_network_available() -> bool:
 def test_the_readme_client_example_runs_as_written_against_mcpq_dev(tmp_path: Path) -> None:
     code = readme_example()
     assert README_URL in code
-    env = launcher_env(tmp_path)
-    env["XDG_RUNTIME_DIR"] = str(tmp_path / "run")
-    (tmp_path / "run").mkdir()
+    env = launcher_env(tmp_path)  # with a runtime folder of its own (state file, logs)
     unshare, ip = shutil.which("unshare"), shutil.which("ip")  # before PATH is narrowed
     if own_network_available() and unshare and ip:
         port, argv = "8000", [unshare, "--net", "--kill-child", "--"]

@@ -63,7 +63,10 @@ def launcher_env(tmp_path: Path) -> dict[str, str]:
     ]
     env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "MCPQ_SECRET", "PORT"}}
     pythonpath = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    runtime = tmp_path / "run"  # the launcher's state file and logs, not the user's own
+    runtime.mkdir(exist_ok=True)
     env.update(
+        XDG_RUNTIME_DIR=str(runtime),
         PATH=os.pathsep.join(path),
         PYTHONPATH=os.pathsep.join(pythonpath),
         PYTHONUNBUFFERED="1",

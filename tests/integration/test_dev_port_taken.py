@@ -14,13 +14,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_a_taken_port_is_one_line_and_nothing_starts() -> None:
+def test_a_taken_port_is_one_line_and_nothing_starts(tmp_path: Path) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:
         other.bind(("127.0.0.1", 0))
         other.listen()
         port = other.getsockname()[1]
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCPQ_")}
         env.pop("REDIS_URL", None)
+        env["XDG_RUNTIME_DIR"] = str(tmp_path)
         started = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-m", "ops.cli", "dev", "--port", str(port)],
@@ -38,3 +39,4 @@ def test_a_taken_port_is_one_line_and_nothing_starts() -> None:
         "with --port"
     ], lines
     assert took < 10, f"{took:.1f} s: something was started first"
+    assert list(tmp_path.iterdir()) == [], "no state file, no log folder"

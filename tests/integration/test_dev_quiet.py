@@ -46,10 +46,10 @@ def shout(ctx: ToolContext, text: str) -> str:
 
 
 def dev_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = launcher_env(tmp_path)
     # mcpq itself stays importable (PYTHONPATH names the checkout); the tool module is found
-    # only because the launcher makes its own folder importable.
-    env["XDG_RUNTIME_DIR"] = str(tmp_path / "run")
+    # only because the launcher makes its own folder importable. The runtime folder (state
+    # file, logs) is tmp_path/run.
+    env = launcher_env(tmp_path)
     env.update(extra)
     return env
 
