@@ -37,12 +37,24 @@ _NOT_NOW = (
 )
 
 
+#: uvloop's message for a write on a closed transport (``UVHandle._ensure_alive``).
+_CLOSED_TRANSPORT = "the handler is closed"
+
+
 @contextmanager
 def store_errors() -> Iterator[None]:
     try:
         yield
     except (rexc.ConnectionError, rexc.TimeoutError, OSError) as exc:
         raise StoreUnavailable() from exc
+    except RuntimeError as exc:
+        # uvloop raises RuntimeError, not a ConnectionError, when a write meets a connection
+        # that another task closed a moment before: redis-py's cluster client closes a failed
+        # node's connections while other requests still hold them (a primary's failover). That
+        # is the connection failing: the client gets a 503 and tries again, not an error 500.
+        if _CLOSED_TRANSPORT in str(exc):
+            raise StoreUnavailable() from exc
+        raise
     except rexc.ResponseError as exc:
         # A script that failed for our own reasons (a bug) must stay loud; only replies that
         # mean "try again later" become a 503.

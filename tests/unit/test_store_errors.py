@@ -16,6 +16,11 @@ from shared.store.errors import store_errors
         rexc.ResponseError("OOM command not allowed when used memory > 'maxmemory'."),
         rexc.ResponseError("LOADING Redis is loading the dataset in memory"),
         rexc.ResponseError("READONLY You can't write against a read only replica."),
+        # uvloop, writing on a connection another request just closed (a cluster failover)
+        RuntimeError(
+            "unable to perform operation on <TCPTransport closed=True reading=False "
+            "0x558475e9af10>; the handler is closed"
+        ),
     ],
 )
 def test_unavailable_store_errors(exc: Exception) -> None:
@@ -28,3 +33,5 @@ def test_unavailable_store_errors(exc: Exception) -> None:
 def test_other_redis_errors_are_bugs_and_propagate() -> None:
     with pytest.raises(rexc.ResponseError), store_errors():
         raise rexc.ResponseError("ERR wrong number of arguments for 'hset' command")
+    with pytest.raises(RuntimeError), store_errors():
+        raise RuntimeError("dictionary changed size during iteration")
