@@ -69,12 +69,11 @@ class AsyncTaskStore:
         if now is None:
             readings = []
             with store_errors():
-                for _ in range(2):  # the first may include connecting: the shorter one counts
+                for _ in range(RedisClock.READINGS):
                     sent = time.monotonic()
                     reply = await self._redis.time()
-                    readings.append((time.monotonic() - sent, sent, reply))
-            took, sent, reply = min(readings, key=lambda reading: reading[0])
-            now = self._clock.anchor(reply, sent, sent + took)
+                    readings.append((sent, time.monotonic(), reply))
+            now = self._clock.anchor_best(readings)
         return now
 
     async def _args(self, call: ScriptCall[Any]) -> list[Any]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 #: Seconds between two readings of Redis's ``TIME`` by one store.
 REFRESH_S = 10.0
@@ -50,6 +51,15 @@ class RedisClock:
         if elapsed >= self._refresh_s:
             return None
         return int(redis_ms + elapsed * 1000)
+
+    #: How many ``TIME`` readings a store takes to set the anchor (:meth:`anchor_best`).
+    READINGS = 2
+
+    def anchor_best(self, readings: list[tuple[float, float, Any]]) -> int:
+        """Set the anchor from the reading with the shortest round trip: ``(sent, received,
+        TIME reply)`` each. The first reading may include connecting."""
+        sent, received, reply = min(readings, key=lambda r: r[1] - r[0])
+        return self.anchor(reply, sent, received)
 
     def anchor(self, reply: tuple[int, int] | list[int], sent: float, received: float) -> int:
         """Set the anchor from a ``TIME`` reply (seconds, microseconds) whose round trip ran

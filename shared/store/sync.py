@@ -70,12 +70,11 @@ class TaskStore:
         if now is None:
             readings = []
             with store_errors():
-                for _ in range(2):  # the first may include connecting: the shorter one counts
+                for _ in range(RedisClock.READINGS):
                     sent = time.monotonic()
                     reply = self._redis.time()
-                    readings.append((time.monotonic() - sent, sent, reply))
-            took, sent, reply = min(readings, key=lambda reading: reading[0])
-            now = self._clock.anchor(reply, sent, sent + took)
+                    readings.append((sent, time.monotonic(), reply))
+            now = self._clock.anchor_best(readings)
         return now
 
     def _args(self, call: ScriptCall[Any], now: int | None = None) -> list[Any]:

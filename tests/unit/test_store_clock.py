@@ -36,3 +36,11 @@ def test_a_real_clock_moves_forward() -> None:
     time.sleep(0.02)
     later = clock.now_ms()
     assert later is not None and later - first >= 15
+
+
+def test_the_shortest_round_trip_sets_the_anchor(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(clock_module.time, "monotonic", lambda: 10.0)
+    clock = RedisClock()
+    # The first reading took 4 ms (it connected), the second 0.2 ms: the second one counts.
+    slow, fast = (9.0, 9.004, [1_000, 0]), (9.5, 9.5002, [1_000, 600_000])
+    assert clock.anchor_best([slow, fast]) == 1_000_600 + int((10.0 - 9.5001) * 1000)
