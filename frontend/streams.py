@@ -125,7 +125,8 @@ class _Follower:
     async def events(self) -> Events:
         spec = self.spec
         try:
-            async with self.services.tasks.store.watch([spec.ref]) as watch:
+            # Marked watched by the first read (_step), not by a round trip of its own.
+            async with self.services.tasks.store.watch([spec.ref], mark=False) as watch:
                 while True:
                     async for message in self._step():
                         yield message
@@ -144,7 +145,7 @@ class _Follower:
     async def _step(self) -> Events:
         """Read the task and send what is new: progress, input requests, or the end."""
         spec, rpc = self.spec, self.rpc
-        record, inputs = await self.services.tasks.get(rpc.owner, spec.ref)
+        record, inputs = await self.services.tasks.get(rpc.owner, spec.ref, watching=True)
         # A task that ended cleared its progress text (statusMessage is the end's, or none):
         # a report read only now would go out empty, so the result goes out alone instead.
         fresh = record.reports > self.reported and not (record.terminal and not record.message)

@@ -189,8 +189,11 @@ class TaskService:
             return
         await self.store.mark_enqueued(run.ref, int(self.settings.requeue_unstarted_s * 1000))
 
-    async def get(self, owner: str, ref: str) -> tuple[TaskRecord, dict[str, Any]]:
-        return await self.store.get(ref, owner)
+    async def get(
+        self, owner: str, ref: str, *, watching: bool = False
+    ) -> tuple[TaskRecord, dict[str, Any]]:
+        """``watching``: the caller follows the task's changes (see ``AsyncTaskStore.get``)."""
+        return await self.store.get(ref, owner, watching=watching)
 
     async def answer(
         self, owner: str, ref: str, responses: dict[str, Any], request_id: str = ""

@@ -265,6 +265,11 @@ class Settings:
     report_delay_ms: float = field(
         default=100.0, metadata={"env": "MCPQ_REPORT_DELAY_MS", "parse": _non_negative}
     )
+    #: How often a process adds its ``created`` and outcome counts to the stats hashes
+    #: (``shared.store.tally``). 0: each is counted inside its create or finish script.
+    stats_flush_ms: float = field(
+        default=1000.0, metadata={"env": "MCPQ_STATS_FLUSH_MS", "parse": _non_negative}
+    )
     cancel_grace_s: float = field(
         default=5.0, metadata={"env": "MCPQ_CANCEL_GRACE_S", "parse": float}
     )

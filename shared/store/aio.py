@@ -7,6 +7,7 @@ the web tier makes: ``tasks/get`` in one round trip, watching tasks change (pub/
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -28,6 +29,7 @@ from shared.store.records import TaskRecord
 from shared.store.sessions import Outgoing, Session
 from shared.store.states import Reply
 from shared.store.stats import StatsSnapshot
+from shared.store.tally import StatsTally
 from shared.store.wakeups import AsyncWakeups, AsyncWatch
 
 T = TypeVar("T")
@@ -42,8 +44,11 @@ class AsyncTaskStore:
         *,
         min_replicas: int = 0,
         replica_wait_ms: int = 1000,
+        tally: StatsTally | None = None,
     ) -> None:
         self._redis = client
+        #: Where creates are counted (``shared.store.tally``); ``None``: in the create script.
+        self._tally = tally
         #: Replicas that must confirm a create or an answer before it is acknowledged
         #: (``MCPQ_REDIS_MIN_REPLICAS``; 0: the primary's word is enough), and for how long
         #: the write waits for them (``MCPQ_REDIS_REPLICA_WAIT_MS``).
@@ -69,7 +74,7 @@ class AsyncTaskStore:
         if now is None:
             readings = []
             with store_errors():
-                for _ in range(RedisClock.READINGS):
+                for _ in range(self._clock.readings()):
                     sent = time.monotonic()
                     reply = await self._redis.time()
                     readings.append((sent, time.monotonic(), reply))
@@ -142,17 +147,33 @@ class AsyncTaskStore:
             # client's retry is refused as a replay, never run twice).
             await self._admit(task.ref, admit)
             admit = None
+        tally = self._tally
         call = calls.create(
-            self._keys, task, unclaimed_ms, admit, message, start_within_ms, self._payloads
+            self._keys,
+            task,
+            unclaimed_ms,
+            admit,
+            message,
+            start_within_ms,
+            self._payloads,
+            count=tally is None,
         )
         if not self.min_replicas:
-            return await self.run(call)
-        created, replicas = await self._replicated(call)
-        if replicas < self.min_replicas:
-            if created is not None:
-                await self._withdraw(task)
-            raise NotReplicated(self.min_replicas, replicas)
+            created = await self.run(call)
+        else:
+            created, replicas = await self._replicated(call)
+            if replicas < self.min_replicas:
+                if created is not None:
+                    self._count_created(task)  # it was created (and is withdrawn: cancelled)
+                    await self._withdraw(task)
+                raise NotReplicated(self.min_replicas, replicas)
+        if created is not None:
+            self._count_created(task)
         return created
+
+    def _count_created(self, task: NewTask) -> None:
+        if self._tally is not None:
+            self._tally.add(self._keys.at(task.ref).stats, f"created:{task.tool}")
 
     async def _withdraw(self, task: NewTask) -> None:
         """Cancel a create the client is told failed (not replicated), so that its run, whose
@@ -191,12 +212,16 @@ class AsyncTaskStore:
     async def cancel(self, ref: str, owner: str, message: str) -> Cancelled:
         return await self.run(calls.cancel(self._keys, ref, owner, message, self._payloads))
 
-    async def get(self, ref: str, owner: str) -> tuple[TaskRecord, dict[str, Any]]:
+    async def get(
+        self, ref: str, owner: str, *, watching: bool = False
+    ) -> tuple[TaskRecord, dict[str, Any]]:
         """The task and its outstanding input requests, in one round trip (one script, so the
-        two are read at one instant). Another principal's task reads as unknown."""
+        two are read at one instant). Another principal's task reads as unknown.
+        ``watching``: the caller holds a :meth:`watch` of the task opened with ``mark=False``;
+        this read marks the task watched (its changes are pushed from now on)."""
         # The owner is compared inside Redis: unknown, expired and another principal's task
         # read exactly alike, in reply and in timing (an id must not reveal that it exists).
-        found = await self.run(calls.read(self._keys, ref, owner))
+        found = await self.run(calls.read(self._keys, ref, owner, watching=watching))
         if found is None:
             raise TaskNotFound()
         task, inputs = found
@@ -206,7 +231,7 @@ class AsyncTaskStore:
     # -- push: the changes the scripts publish ---------------------------------------------------
     @contextlib.asynccontextmanager
     async def watch(
-        self, refs: Sequence[str] = (), scopes: Sequence[str] = ()
+        self, refs: Sequence[str] = (), scopes: Sequence[str] = (), *, mark: bool = True
     ) -> AsyncIterator[AsyncWatch]:
         """Subscribe to the changes of tasks ``refs`` and of the tasks of listing ``scopes``.
 
@@ -214,12 +239,19 @@ class AsyncTaskStore:
         change, so nothing falls between the read and the first message (see ``publish`` in
         ``lua/_prelude.lua``). Messages can still be lost if the connection drops, so a watcher
         re-reads the task on a timer too.
+
+        A task's changes are published only once it is marked watched: here, after subscribing
+        (``mark``), or by the caller's first read (``get(..., watching=True)``, no round trip
+        of its own: ``mark=False``). A task that ends is not marked (nothing more to push).
         """
         channels = [self._keys.events(ref) for ref in refs]
         channels += [self._keys.listing_events(scope) for scope in scopes]
         # Every watch of this process shares one connection (shared.store.wakeups): a thousand
         # waiting synchronous calls hold one Redis connection, not a thousand.
         async with self._wakeups.watch(channels) as watch:
+            if mark and refs:
+                # After the subscription is in place (the order the NOTE above needs).
+                await asyncio.gather(*(self.run(c) for c in calls.mark_watched(self._keys, refs)))
             yield watch
 
     # -- 2025-era sessions ----------------------------------------------------------------------

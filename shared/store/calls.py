@@ -186,10 +186,13 @@ def create(
     message: Message | None = None,
     start_within_ms: int = 0,
     payloads: Payloads = PLAIN,
+    *,
+    count: bool = True,
 ) -> ScriptCall[int | None]:
     """``message``: the run's broker message, pushed in the same script (the broker is this
     Redis); the run must then start within ``start_within_ms``. ``None``: the caller sends it
-    and calls :func:`mark_enqueued`.
+    and calls :func:`mark_enqueued`. ``count``: the script counts the create in the stats hash
+    (else the caller does, once it is created: ``shared.store.tally``).
 
     A sharded store (``Keys.shards`` > 1) admits a create with :func:`admit` first, on the
     principal's home shard; ``admit`` must be ``None`` here then (this script, on the task's
@@ -204,10 +207,14 @@ def create(
         "poll_ms": str(t.poll_ms),
         "ttl_ms": "" if t.ttl_ms is None else str(t.ttl_ms),
     }
+    if t.sync:
+        # Its caller waits for it from the start: changes are pushed (see publish in
+        # lua/_prelude.lua) without the watch having to mark it first.
+        fields["watch"] = "1"
     ttl = "" if t.ttl_ms is None else str(t.ttl_ms)
     a = admit or Admission("-")
     task, shard = k.task(t.ref), k.at(t.ref)
-    keys = [task, shard.unclaimed, shard.active, shard.expiry]
+    keys = [task, shard.unclaimed, shard.active]
     if k.shards == 1:
         keys += [k.quota(a.principal_key, a.kind), k.bucket(a.principal_key)]
         keys += [k.used_state(a.once or "-")]
@@ -221,6 +228,7 @@ def create(
     limits: list[str | int | float] = [a.max_open, repr(float(a.rate_per_s)), a.burst]
     limits.append(a.once_ttl_ms if a.once else 0)
     send: list[str | int | float] = [message.body if message else "", start_within_ms, t.tool]
+    send.append("1" if count else "")
     argv: list[str | int | float] = [t.ref, ttl, unclaimed_ms, *limits, *send, *_flatten(fields)]
     return ScriptCall("create", keys, argv, _parse_created(a.kind))
 
@@ -409,7 +417,42 @@ def finish(
     poisoned: bool = False,
 ) -> ScriptCall[Reply]:
     """``poisoned``: the sweeper fails a task whose runs kept losing their worker (also
-    counted as ``poisoned:<tool>``)."""
+    counted as ``poisoned:<tool>``). The outcome is counted in the script."""
+    return _finish(k, ref, gen, status, payload, message, payloads, poisoned, True, _reply)
+
+
+def finish_tallied(
+    k: Keys,
+    ref: str,
+    gen: int,
+    status: TaskStatus,
+    payload: dict[str, Any],
+    message: str,
+    payloads: Payloads = PLAIN,
+) -> ScriptCall[tuple[Reply, str]]:
+    """:func:`finish`, the outcome left for the caller to count (``shared.store.tally``): with
+    the reply, the task's tool (``''`` unless OK)."""
+
+    def parse(reply: Any) -> tuple[Reply, str]:
+        if isinstance(reply, list):
+            return Reply(str(reply[0])), str(reply[1])
+        return _reply(reply), ""
+
+    return _finish(k, ref, gen, status, payload, message, payloads, False, False, parse)
+
+
+def _finish(
+    k: Keys,
+    ref: str,
+    gen: int,
+    status: TaskStatus,
+    payload: dict[str, Any],
+    message: str,
+    payloads: Payloads,
+    poisoned: bool,
+    count: bool,
+    parse: Callable[[Any], T],
+) -> ScriptCall[T]:
     status = TaskStatus(status)
     if status not in {TaskStatus.COMPLETED, TaskStatus.FAILED}:
         raise ValueError(f"a run finishes completed or failed, not {status}")
@@ -417,20 +460,24 @@ def finish(
     shard = k.at(ref)
     keys = [k.task(ref), k.inputs(ref), k.wake(ref), shard.unclaimed]
     # The stats hash is always a script's last key: _prelude.lua's stat() writes KEYS[#KEYS].
-    keys += [shard.active, shard.expiry, shard.stats]
+    keys += [shard.active, shard.stats]
     sealed = payloads.field(ref, field, payload)
     args: list[Arg] = [ref, gen, status.value, field, sealed, payloads.field(ref, "msg", message)]
-    args.append("poisoned" if poisoned else "")
-    return ScriptCall("finish", keys, args, _reply)
+    args += ["poisoned" if poisoned else "", "1" if count else ""]
+    return ScriptCall("finish", keys, args, parse)
 
 
 def _parse_cancelled(reply: list[Any]) -> Cancelled:
     return Cancelled(_reply(reply), len(reply) > 1 and int(reply[1]) == 1)
 
 
-def read(k: Keys, ref: str, owner: str) -> ScriptCall[tuple[dict[str, str], dict[str, str]] | None]:
+def read(
+    k: Keys, ref: str, owner: str, *, watching: bool = False
+) -> ScriptCall[tuple[dict[str, str], dict[str, str]] | None]:
     """The task's fields and its outstanding inputs, or ``None`` (unknown, or not ``owner``'s:
-    the script does not tell them apart, in its reply or its work)."""
+    the script does not tell them apart, in its reply or its work). ``watching``: the caller
+    is subscribed to the task's changes (``AsyncTaskStore.watch``); from this read on they are
+    pushed to it (see ``publish`` in ``lua/_prelude.lua``)."""
 
     def pairs(flat: list[str]) -> dict[str, str]:
         return dict(zip(flat[::2], flat[1::2], strict=True))
@@ -438,7 +485,16 @@ def read(k: Keys, ref: str, owner: str) -> ScriptCall[tuple[dict[str, str], dict
     def parse(r: list[list[str]]) -> tuple[dict[str, str], dict[str, str]] | None:
         return (pairs(r[0]), pairs(r[1])) if r else None
 
-    return ScriptCall("read", [k.task(ref), k.inputs(ref)], [owner], parse)
+    return ScriptCall("read", [k.task(ref), k.inputs(ref)], [owner, "1" if watching else ""], parse)
+
+
+def mark_watched(k: Keys, refs: Sequence[str]) -> list[ScriptCall[int]]:
+    """Mark tasks ``refs`` watched (their changes are pushed from now on): one script per shard,
+    since a script touches the keys of one slot. A ref whose task is gone is skipped."""
+    by_shard: dict[int, list[str]] = {}
+    for ref in refs:
+        by_shard.setdefault(k.at(ref).index, []).append(k.task(ref))
+    return [ScriptCall("watch", keys, [], int) for keys in by_shard.values()]
 
 
 def cancel(
@@ -446,7 +502,7 @@ def cancel(
 ) -> ScriptCall[Cancelled]:
     shard = k.at(ref)
     keys = [k.task(ref), k.inputs(ref), k.wake(ref), shard.unclaimed]
-    keys += [shard.active, shard.expiry, shard.stats]
+    keys += [shard.active, shard.stats]
     sealed = payloads.field(ref, "msg", message)
     return ScriptCall("cancel", keys, [owner, ref, sealed], _parse_cancelled)
 

@@ -31,6 +31,7 @@ from shared.store.aio import AsyncTaskStore
 from shared.store.keys import Keys
 from shared.store.payloads import Payloads
 from shared.store.sync import TaskStore
+from shared.store.tally import StatsTally
 
 
 def _url_and_tls(settings: Settings) -> tuple[str, dict[str, Any]]:
@@ -200,7 +201,13 @@ def open_store(settings: Settings) -> TaskStore:
     """The synchronous store (workers, the sweeper, ``mcpq status``). Waiting runs do not
     block on it: they share a pub/sub connection (``shared.store.wakeups``)."""
     keys = store_keys(settings)
-    return TaskStore(sync_client(settings), keys, payloads(settings), max_runs=settings.max_runs)
+    return TaskStore(
+        sync_client(settings),
+        keys,
+        payloads(settings),
+        max_runs=settings.max_runs,
+        tally=stats_tally(settings),
+    )
 
 
 def open_async_store(settings: Settings) -> AsyncTaskStore:
@@ -211,4 +218,12 @@ def open_async_store(settings: Settings) -> AsyncTaskStore:
         payloads(settings),
         min_replicas=settings.redis_min_replicas,
         replica_wait_ms=settings.redis_replica_wait_ms,
+        tally=stats_tally(settings),
     )
+
+
+def stats_tally(settings: Settings) -> StatsTally | None:
+    """The process's counts, written every ``MCPQ_STATS_FLUSH_MS`` (0: in the scripts)."""
+    if settings.stats_flush_ms <= 0:
+        return None
+    return StatsTally(lambda: sync_client(settings), settings.stats_flush_ms / 1000)

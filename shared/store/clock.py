@@ -11,7 +11,7 @@ neither jumps nor steps when the wall clock is set; the scripts get ``now`` as t
 Accuracy: the anchor is off by at most half the round trip of the ``TIME`` that set it (the
 reading is placed at the round trip's midpoint; the store reads twice and keeps the shorter
 round trip, since the first may include connecting), plus the drift between the two clocks since, a
-few parts per million; it is read again every :data:`REFRESH_S`. That is well inside what the
+few parts per million; it is read again (once) every :data:`REFRESH_S`. That is well inside what the
 store's deadlines (leases of seconds) care about. With shards on several Redis nodes (a Redis
 Cluster) the anchor is one node's clock, as NTP keeps them: a few milliseconds apart.
 
@@ -27,8 +27,9 @@ import threading
 import time
 from typing import Any
 
-#: Seconds between two readings of Redis's ``TIME`` by one store.
-REFRESH_S = 10.0
+#: Seconds between two readings of Redis's ``TIME`` by one store (drift in that time: well
+#: under a millisecond).
+REFRESH_S = 30.0
 
 
 class RedisClock:
@@ -52,8 +53,13 @@ class RedisClock:
             return None
         return int(redis_ms + elapsed * 1000)
 
-    #: How many ``TIME`` readings a store takes to set the anchor (:meth:`anchor_best`).
+    #: How many ``TIME`` readings a store takes to set its first anchor (:meth:`anchor_best`).
     READINGS = 2
+
+    def readings(self) -> int:
+        """How many ``TIME`` readings to take now: :data:`READINGS` for the first anchor (the
+        first round trip may include connecting), one to refresh it."""
+        return self.READINGS if self._anchor is None else 1
 
     def anchor_best(self, readings: list[tuple[float, float, Any]]) -> int:
         """Set the anchor from the reading with the shortest round trip: ``(sent, received,

@@ -35,13 +35,15 @@ the principal's home shard; all three are ``{mcpq}`` when N = 1):
                                    (messages sent since the last claim), lost (runs whose
                                    lease expired unfinished), result, error,
                                    reports (``ctx.report`` count), push (a channel),
-                                   answered (1 once the answers hash exists)
+                                   answered (1 once the answers hash exists), watch (1
+                                   once a client watches it: its changes are published)
 ``<s>:t:<ref>:in``          hash   outstanding input requests: key -> request JSON
 ``<s>:t:<ref>:ans``         hash   delivered answers, kept for replay: key -> response JSON
 ``<s>:t:<ref>:steps``       hash   memoized ``ctx.step`` results: name -> JSON
 ``<s>:t:<ref>:wake``        chan   (a channel) wakes the task's run: an answer, a cancel
 ``<s>:t:<ref>:ev``          chan   (a pub/sub channel, not a key) every change a client can
-                                   see, published by the script that makes it
+                                   see, published by the script that makes it, once the
+                                   task is watched (its ``watch`` field)
 ``<p>:s:<sref>``            hash   a 2025-era session (``sref`` = hash of ``Mcp-Session-Id``):
                                    version, caps, principal, scope, created_ms; sliding TTL
 ``<p>:s:<sref>:out``        hash   server→client requests in flight on the session's streams:
@@ -52,14 +54,18 @@ the principal's home shard; all three are ``{mcpq}`` when N = 1):
                                    tasks (2025-11-25 wire)
 ``<p>:l:<scope>:ids``       hash   ref -> taskId of those tasks (``tasks/list`` must return ids)
 ``<p>:l:<scope>:ev``        chan   changes of those tasks (the task hash's ``push`` field)
-``<s>:unclaimed``           zset   the due index: ref -> the deadline (ms) at which the sweeper
-                                   looks at the task: until a claim, by when its run must be
-                                   enqueued or, once enqueued, started; from the claim on, its
-                                   lease (renewals move it); parked and ended tasks have none
+``<s>:unclaimed``           zset   the due index: ref -> the time (ms) at which the sweeper
+                                   looks at the task: the earlier of its deadline (until a
+                                   claim, by when its run must be enqueued or, once enqueued,
+                                   started; from the claim on, its lease, which renewals move)
+                                   and its expiry (a parked task has only that; then the
+                                   sweeper drops it from ``active``); ended tasks have none
 ``<s>:leases``              zset   legacy: leases of runs claimed before the due index (the
                                    sweeper drains it; nothing writes it any more)
 ``<s>:active``              zset   ref -> createdAt (ms) of every non-terminal task
-``<s>:expiry``              zset   ref -> expire-at (ms) of non-terminal tasks with a TTL
+``<s>:expiry``              zset   legacy: ref -> expire-at (ms) of unfinished tasks created
+                                   before expiries went into the due index (the sweeper
+                                   drains it; nothing writes it any more)
 ``<s>:stats``               hash   counters: created|completed|failed|cancelled:<tool>,
                                    poisoned:<tool> (failed for lost runs);
                                    gauges: state:input_required, parked,

@@ -31,6 +31,7 @@ NAMES = (
     "unlock",
     "list_add",
     "read",
+    "watch",
     "reseal",
 )
 

@@ -36,6 +36,7 @@ from shared.store.payloads import PLAIN, Payloads
 from shared.store.records import TaskRecord
 from shared.store.states import Reply, TaskStatus
 from shared.store.stats import StatsSnapshot
+from shared.store.tally import StatsTally
 
 T = TypeVar("T")
 
@@ -50,8 +51,12 @@ class TaskStore:
         payloads: Payloads = PLAIN,
         *,
         max_runs: int = 0,
+        tally: StatsTally | None = None,
     ) -> None:
         self._redis = client
+        #: Where creates and finishes are counted (``shared.store.tally``); ``None``: in the
+        #: scripts themselves.
+        self._tally = tally
         self._keys = keys or Keys()
         #: Runs of a task that may lose their worker before ``claim`` stops running it and
         #: ``sweep`` reports it poisoned (``MCPQ_MAX_RUNS``; 0: no limit).
@@ -70,7 +75,7 @@ class TaskStore:
         if now is None:
             readings = []
             with store_errors():
-                for _ in range(RedisClock.READINGS):
+                for _ in range(self._clock.readings()):
                     sent = time.monotonic()
                     reply = self._redis.time()
                     readings.append((sent, time.monotonic(), reply))
@@ -152,6 +157,14 @@ class TaskStore:
         *,
         poisoned: bool = False,
     ) -> Reply:
+        if self._tally is not None and not poisoned:
+            tallied = calls.finish_tallied(
+                self._keys, ref, gen, status, payload, message, self._payloads
+            )
+            reply, tool = self.run(tallied)
+            if reply is Reply.OK:  # fenced out: nothing happened, nothing to count
+                self._tally.add(self._keys.at(ref).stats, f"{TaskStatus(status).value}:{tool}")
+            return reply
         call = calls.finish(
             self._keys, ref, gen, status, payload, message, self._payloads, poisoned=poisoned
         )
@@ -199,10 +212,21 @@ class TaskStore:
         if admit is not None and self._keys.shards > 1:
             self._admit(task.ref, admit)
             admit = None
+        tally = self._tally
         call = calls.create(
-            self._keys, task, unclaimed_ms, admit, message, start_within_ms, self._payloads
+            self._keys,
+            task,
+            unclaimed_ms,
+            admit,
+            message,
+            start_within_ms,
+            self._payloads,
+            count=tally is None,
         )
-        return self.run(call)
+        created = self.run(call)
+        if tally is not None and created is not None:
+            tally.add(self._keys.at(task.ref).stats, f"created:{task.tool}")
+        return created
 
     def _admit(self, ref: str, admit: Admission) -> None:
         full = self.run(calls.admit(self._keys, ref, admit))

@@ -24,6 +24,7 @@ import pytest
 import redis
 
 from ops.mcp_client import McpClient
+from ops.processes import wait_until
 from ops.redis_binary import RedisProcess
 from shared.store import Keys, task_ref
 from tests.e2e.conftest import E2E_TOOLS
@@ -139,10 +140,15 @@ def test_status_metrics_and_health_as_the_user(stack: AclStack, client: McpClien
     ready = httpx.get(f"{stack.web_urls[0]}/readyz", timeout=5)
     assert ready.status_code == 200 and ready.json()["ready"] is True, ready.text
     bearer = {"Authorization": f"Bearer {METRICS_TOKEN}"}
-    metrics = httpx.get(f"{stack.web_urls[0]}/metrics", headers=bearer, timeout=5)
-    assert metrics.status_code == 200
     completed = r'^mcpq_tasks_completed_total\{tool="slow_compute"\} [1-9]'
-    assert re.search(completed, metrics.text, re.M), metrics.text[-3000:]
+
+    def scraped() -> str:
+        metrics = httpx.get(f"{stack.web_urls[0]}/metrics", headers=bearer, timeout=5)
+        assert metrics.status_code == 200
+        return metrics.text
+
+    # (an outcome reaches the counters within MCPQ_STATS_FLUSH_MS: shared.store.tally)
+    wait_until(lambda: re.search(completed, scraped(), re.M), timeout=10, interval=0.2)
     status = subprocess.run(
         [sys.executable, "-m", "ops.cli", "status"],
         env=stack.child_env(),

@@ -121,7 +121,8 @@ def test_create_with_a_message_pushes_it_and_watches_the_run_as_sent(
     # Given the run's broker message (the Redis broker: the store pushes it)
     ref = task_ref("task-with-message")
     queue = "mcpq-test-queue"
-    spec = NewTask(ref, "echo", queue, tasks.owner, {"text": "hi"}, {}, 60_000, 500)
+    # (a TTL longer than the start-by deadline: the due index holds the earlier of the two)
+    spec = NewTask(ref, "echo", queue, tasks.owner, {"text": "hi"}, {}, 600_000, 500)
     before = clock.now_ms()
     # When the create runs with it
     try:

@@ -4,18 +4,26 @@
   ``MCPQ_REPORT_DELAY_MS`` spends no write on them, a run that goes on shows the latest one,
   counted as every report it stands for, and a run's other writes never overtake its report;
 - the scripts stamp Redis's time without a ``TIME`` each (``shared.store.clock``);
-- a claim moves the task's deadline in the due index instead of between two indexes."""
+- a claim moves the task's deadline in the due index instead of between two indexes;
+- the due index holds a task until its expiry at the latest (no expiry index of its own);
+- a change is published only once a client watches the task."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
+import redis
 
 from shared.errors import TaskCancelled
-from shared.store import Reply, TaskStatus
+from shared.store import Reply, TaskStatus, TaskStore, task_ref
+from shared.store.calls import NewTask
+from shared.store.tally import StatsTally
 from tests.integration.conftest import RedisClock, TaskFactory
-from tests.support.white_box import WhiteBoxStore, field, quiet_watch
+from tests.support.white_box import WhiteBoxStore, field, in_index, quiet_watch
 from workers.context import RunContext
 from workers.reports import ReportFlusher
 
@@ -118,30 +126,148 @@ def commandstats(store: WhiteBoxStore) -> dict[str, int]:
     return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
 
 
-def test_a_run_s_claim_and_finish_cost_twelve_redis_commands(
-    store: WhiteBoxStore, tasks: TaskFactory
-) -> None:
-    ref = tasks.new()
+def spent_on(store: WhiteBoxStore, work: Any) -> dict[str, int]:
+    """The Redis commands ``work()`` costs (scripts' own commands included), by name."""
     store.now_ms()  # the clock is read (TIME) before, not during
     before = commandstats(store)
-    claim = store.claim(ref, 5_000)
-    assert store.finish(ref, claim.gen, TaskStatus.COMPLETED, RESULT) is Reply.OK
+    work()
     after = commandstats(store)
     spent = {name: n - before.get(name, 0) for name, n in after.items() if n != before.get(name)}
     spent.pop("info", None)
-    assert spent == {
+    return spent
+
+
+def test_a_run_s_claim_and_finish_cost_ten_redis_commands(
+    store: WhiteBoxStore, tasks: TaskFactory
+) -> None:
+    ref = tasks.new()
+
+    def run() -> None:
+        claim = store.claim(ref, 5_000)
+        assert store.finish(ref, claim.gen, TaskStatus.COMPLETED, RESULT) is Reply.OK
+
+    assert spent_on(store, run) == {
         "evalsha": 2,
         # claim: one read of the hash, one write, its lease in the due index
         "hgetall": 1,
         "hset": 2,
         "zadd": 1,
-        # finish: the fence's read, the outcome's counter, the change's push, and the task
-        # leaves the due, active and expiry indexes
+        # finish: the fence's read, the outcome's counter, and the task leaves the due and
+        # active indexes (no PUBLISH: nobody watches it; no expiry index to leave)
         "hmget": 1,
         "hincrby": 1,
-        "publish": 1,
-        "zrem": 3,
-    }, spent
+        "zrem": 2,
+    }
+
+
+def test_a_create_writes_no_expiry_index(store: WhiteBoxStore, tasks: TaskFactory) -> None:
+    spent = spent_on(store, lambda: tasks.new(ttl_ms=600_000))
+    # the duplicate check, the hash and its TTL, the due and active indexes, the counter
+    assert spent == {"evalsha": 1, "exists": 1, "hset": 1, "pexpireat": 1, "zadd": 2, "hincrby": 1}
+
+
+def test_the_due_index_holds_a_task_until_its_expiry_at_the_latest(
+    store: WhiteBoxStore, tasks: TaskFactory, clock: RedisClock
+) -> None:
+    # A task whose TTL ends before its start-by deadline is due at its expiry
+    short = tasks.new(ttl_ms=200, unclaimed_ms=60_000)
+    long = tasks.new(ttl_ms=600_000, unclaimed_ms=60_000)
+    expire_at = float(field(store, short, "expire_at") or 0)
+    assert in_index(store, store.keys.at(short).unclaimed, short) == expire_at
+    created = float(field(store, long, "created_ms") or 0)
+    assert in_index(store, store.keys.at(long).unclaimed, long) == created + 60_000
+    # Claimed with a lease past its expiry: still due at its expiry
+    claim = store.claim(short, 60_000)
+    assert claim.reply is Reply.OK
+    assert in_index(store, store.keys.at(short).unclaimed, short) == expire_at
+    # Once it expired unfinished, the sweep finds it due and drops it from the active index
+    clock.wait_past(int(expire_at))
+    wait_for(lambda: store.record(short) is None)
+    assert store.sweep(60_000) == []
+    assert in_index(store, store.keys.at(short).active, short) is None
+    assert in_index(store, store.keys.at(short).unclaimed, short) is None
+    assert in_index(store, store.keys.at(long).active, long) is not None
+
+
+def test_a_parked_task_stays_due_at_its_expiry_only(
+    store: WhiteBoxStore, tasks: TaskFactory
+) -> None:
+    ref, _ = tasks.waiting(parked=True)
+    expire_at = float(field(store, ref, "expire_at") or 0)
+    assert in_index(store, store.keys.at(ref).unclaimed, ref) == expire_at
+    # (the last answer re-arms its start-by deadline: see test_store_scripts)
+
+
+def test_the_legacy_expiry_index_is_still_drained(
+    store: WhiteBoxStore, tasks: TaskFactory, clock: RedisClock
+) -> None:
+    # As the release before wrote it: an unfinished task with a TTL, in `expiry` too
+    ref = tasks.new(ttl_ms=100)
+    shard = store.keys.at(ref)
+    at = int(field(store, ref, "expire_at") or 0)
+    store.redis.zrem(shard.unclaimed, ref)
+    store.redis.zadd(shard.expiry, {ref: at})
+    clock.wait_past(at)
+    wait_for(lambda: store.record(ref) is None)
+    store.sweep(60_000)
+    assert in_index(store, shard.expiry, ref) is None
+    assert in_index(store, shard.active, ref) is None
+
+
+@contextlib.contextmanager
+def heard(store: WhiteBoxStore, ref: str) -> Iterator[list[str]]:
+    """What the scripts publish on task ``ref``'s channel while the block runs (subscribed
+    before it; the task is not marked watched here)."""
+    pubsub = store.redis.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(store.keys.events(ref))
+    assert pubsub.get_message(timeout=1.0) is None  # consumes the subscribe confirmation
+    messages: list[str] = []
+    try:
+        yield messages
+        while (message := pubsub.get_message(timeout=0.2)) is not None:
+            messages.append(message["data"])
+    finally:
+        pubsub.close()
+
+
+def test_changes_are_pushed_only_once_the_task_is_watched(
+    store: WhiteBoxStore, tasks: TaskFactory
+) -> None:
+    ref, gen = tasks.running()
+    with heard(store, ref) as unwatched:
+        assert store.report(ref, gen, "halfway") is Reply.OK
+    assert unwatched == []  # nobody marked it: no PUBLISH (clients that poll cost none)
+    # A watcher's read marks it, in the read's own script (another principal's read does not)
+    assert store.read(ref, "someone-else", watching=True) is None
+    assert field(store, ref, "watch") is None
+    assert store.read(ref, tasks.owner, watching=True) is not None
+    assert field(store, ref, "watch") == "1"
+    with heard(store, ref) as watched:
+        assert store.finish(ref, gen, TaskStatus.COMPLETED, RESULT) is Reply.OK
+    assert watched == [store.keys.task(ref)]
+
+
+def test_marking_skips_gone_and_ended_tasks(store: WhiteBoxStore, tasks: TaskFactory) -> None:
+    live = tasks.new()
+    ended, gen = tasks.running()
+    assert store.finish(ended, gen, TaskStatus.COMPLETED, RESULT) is Reply.OK
+    gone = task_ref("never-created")
+    assert store.mark_watched(live, ended, gone) == 1
+    assert store.redis.exists(store.keys.task(gone)) == 0  # not brought back as a stub hash
+    assert field(store, ended, "watch") is None
+    assert store.mark_watched(live) == 0  # marked already
+
+
+def test_a_synchronous_call_s_task_is_watched_from_its_create(
+    store: WhiteBoxStore, tasks: TaskFactory
+) -> None:
+    ref = task_ref("a-hidden-sync-task")
+    spec = NewTask(ref, "echo", "tools-q", tasks.owner, {}, {}, 60_000, 500, sync=True)
+    assert store.create(spec, 30_000) is not None
+    claim = store.claim(ref, 5_000)
+    with heard(store, ref) as ended:
+        assert store.finish(ref, claim.gen, TaskStatus.COMPLETED, RESULT) is Reply.OK
+    assert ended == [store.keys.task(ref)]
 
 
 def test_a_lease_left_in_the_legacy_index_is_still_swept(
@@ -163,10 +289,54 @@ def test_a_live_lease_with_a_stale_deadline_keeps_one_at_its_lease(
     store: WhiteBoxStore, tasks: TaskFactory, clock: RedisClock
 ) -> None:
     # A writer of the previous release (its mark_enqueued) moved a running task's deadline
-    ref, _ = tasks.running(lease_ms=60_000)
+    ref, _ = tasks.running(lease_ms=60_000, ttl_ms=600_000)
     shard = store.keys.at(ref)
     lease = int(field(store, ref, "lease") or 0)
     store.redis.zadd(shard.unclaimed, {ref: clock.now_ms() - 1})
     assert store.sweep(5_000) == []  # the run is alive: nothing to send again
     # and the task is not left without a deadline: it is back at its lease's
     assert store.redis.zscore(shard.unclaimed, ref) == lease
+
+
+def test_a_tallied_store_counts_creates_and_outcomes_in_one_write_later(
+    store: WhiteBoxStore, tasks: TaskFactory
+) -> None:
+    # The web's and the workers' stores (MCPQ_STATS_FLUSH_MS): the scripts do not count
+    tally = StatsTally(lambda: store.redis, every_s=3600)  # flushed by hand here
+    counted = TaskStore(store.redis, store.keys, tally=tally)
+    refs = [task_ref(f"tallied-{i}") for i in range(3)]
+    for ref in refs:
+        spec = NewTask(ref, "echo", "tools-q", tasks.owner, {}, {}, 60_000, 500)
+        spent = spent_on(store, lambda spec=spec: counted.create(spec, 30_000))
+        assert "hincrby" not in spent, spent
+    claims = [counted.claim(ref, 5_000) for ref in refs]
+    for ref, claim in zip(refs[:2], claims[:2], strict=True):
+        spent = spent_on(
+            store, lambda r=ref, g=claim.gen: counted.finish(r, g, TaskStatus.COMPLETED, RESULT)
+        )
+        assert "hincrby" not in spent, spent
+    # A finish the fence refuses counts nothing
+    assert counted.finish(refs[2], claims[2].gen + 1, TaskStatus.COMPLETED, RESULT) is (
+        Reply.SUPERSEDED
+    )
+    pending = tally.pending()
+    assert sum(pending.values()) == 5  # 3 created and 2 completed, by counter and shard
+    assert not any(store.redis.hget(k.stats, "created:echo") for k in store.keys.all_shards)
+    # One write of everything that accumulated: one HINCRBY per counter and shard
+    spent = spent_on(store, tally.flush)
+    assert spent["hincrby"] == len(pending), spent
+    created = sum(
+        int(store.redis.hget(k.stats, "created:echo") or 0) for k in store.keys.all_shards
+    )
+    done = sum(int(store.redis.hget(k.stats, "completed:echo") or 0) for k in store.keys.all_shards)
+    assert (created, done) == (3, 2)
+    assert tally.pending() == {} and tally.flush()  # nothing left: nothing written twice
+
+
+def test_counts_wait_for_a_redis_that_failed_their_write(tasks: TaskFactory) -> None:
+    # A client that cannot connect: the counts are kept for the next round
+    dead = redis.Redis(port=1, socket_connect_timeout=0.2)
+    tally = StatsTally(lambda: dead, every_s=3600)
+    tally.add("stats", "created:echo", 2)
+    assert tally.flush() is False
+    assert tally.pending() == {("stats", "created:echo"): 2}

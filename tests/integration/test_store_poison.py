@@ -46,6 +46,7 @@ def heard(store: WhiteBoxStore, ref: str) -> Iterator[list[str]]:
     pubsub = store.redis.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(store.keys.events(ref))
     assert pubsub.get_message(timeout=1.0) is None  # consumes the subscribe confirmation
+    store.mark_watched(ref)  # as a watcher does once subscribed: changes are pushed from now on
     messages: list[str] = []
     try:
         yield messages

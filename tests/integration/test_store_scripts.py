@@ -46,8 +46,9 @@ def test_a_second_create_with_the_same_ref_returns_none_and_changes_nothing(
 
 
 def test_mark_enqueued_gives_the_run_longer_to_start(store, tasks, clock) -> None:
-    # Given a task on the unclaimed watch with its short "must be enqueued" deadline
-    ref = tasks.new()
+    # Given a task on the unclaimed watch with its short "must be enqueued" deadline (and a TTL
+    # beyond the longer one: the due index holds the earlier of deadline and expiry)
+    ref = tasks.new(ttl_ms=600_000)
     short = in_index(store, store.keys.at(ref).unclaimed, ref)
     assert short is not None
     # When its message is published, then the deadline becomes "must be started" (longer)
@@ -161,7 +162,7 @@ def test_claim_of_a_task_whose_status_message_is_two_dashes(store, tasks) -> Non
 
 # -- renew, report ---------------------------------------------------------------------------------
 def test_renew_extends_the_lease_and_tells_the_status(store, tasks, clock) -> None:
-    ref, gen = tasks.running(lease_ms=1_000)
+    ref, gen = tasks.running(lease_ms=1_000, ttl_ms=600_000)
     first = in_index(store, store.keys.at(ref).unclaimed, ref) or 0
     clock.tick()
     assert store.renew(ref, gen, 60_000) == Renewal(Reply.OK, TaskStatus.WORKING)
@@ -238,6 +239,7 @@ def heard(store: WhiteBoxStore, ref: str) -> Iterator[list[str]]:
     pubsub = store.redis.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(store.keys.events(ref))
     assert pubsub.get_message(timeout=1.0) is None  # consumes the subscribe confirmation
+    store.mark_watched(ref)  # as a watcher does once subscribed: changes are pushed from now on
     messages: list[str] = []
     try:
         yield messages

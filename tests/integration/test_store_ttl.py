@@ -156,9 +156,12 @@ def test_sweep_skips_live_parked_ended_and_vanished_tasks(store, tasks) -> None:
         store.redis.zadd(store.keys.at(ref).leases, {ref: 0})
         store.redis.zadd(store.keys.at(ref).unclaimed, {ref: 0})
     assert store.sweep(60_000) == []
-    # Only the running task keeps a deadline: its lease's (a stale one is never its last)
-    assert all_in(store, "unclaimed") == [live]
+    # The running task keeps a deadline: its lease's (a stale one is never its last); the
+    # parked one waits for answers, in the due index only for its expiry
+    assert sorted(all_in(store, "unclaimed")) == sorted([live, parked])
     assert store.redis.zscore(store.keys.at(live).unclaimed, live) == lease_of(store, live)
+    expire_at = store.redis.hget(store.keys.task(parked), "expire_at")
+    assert store.redis.zscore(store.keys.at(parked).unclaimed, parked) == float(expire_at or 0)
     assert store.claim(live, 1_000) == Claim("BUSY")
 
 

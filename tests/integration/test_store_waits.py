@@ -85,3 +85,32 @@ def test_the_web_tiers_watch_of_a_task_ends_by_its_deadline(
 
     for seconds, elapsed in asyncio.run(waits()):
         assert elapsed < seconds + LATE_S, (seconds, elapsed)
+
+
+@pytest.mark.parametrize("how", ["watch marks", "first read marks"])
+def test_a_watcher_hears_the_end_of_a_task_nobody_watched_before(
+    redis_process: RedisProcess, store, keys: Keys, tasks, how: str
+) -> None:
+    # A task created to be polled (not a synchronous call's): its changes are not published
+    # until a watcher marks it, by its watch or by its first read (the Follower's way).
+    ref, gen = tasks.running()
+
+    async def heard_end() -> tuple[object, float]:
+        client = aioredis.Redis.from_url(redis_process.url, decode_responses=True)
+        web = AsyncTaskStore(client, keys)
+        try:
+            async with web.watch([ref], mark=how == "watch marks") as watch:
+                if how == "first read marks":
+                    await web.get(ref, tasks.owner, watching=True)
+                loop = asyncio.get_running_loop()
+                ended = loop.run_in_executor(None, store.finish, ref, gen, "completed", {})
+                sent = time.monotonic()
+                changed = await watch.next(5.0)
+                took = time.monotonic() - sent
+                await ended
+                return changed, took
+        finally:
+            await web.aclose()
+
+    changed, took = asyncio.run(heard_end())
+    assert changed == ref and took < LATE_S, (changed, took)

@@ -101,12 +101,24 @@ def test_web_metrics_move_with_requests_and_tasks(stack: MetricsStack, client: O
     assert client.update(asking, answer).result["resultType"] == "complete"
     client.wait_for_status(asking, "completed", timeout=15)
 
+    expected = {
+        ("mcpq_tasks_created_total", "slow_compute"): 3,
+        ("mcpq_tasks_completed_total", "slow_compute"): 2,
+        ("mcpq_tasks_cancelled_total", "slow_compute"): 1,
+        ("mcpq_tasks_failed_total", "protocol_error_job"): 1,
+        ("mcpq_tasks_completed_total", "confirm_delete"): 1,
+    }
+
+    def counted() -> dict[tuple[str, str], float]:
+        now = scrape(metrics)
+        return {(name, tool): delta(before, now, name, tool=tool) for name, tool in expected}
+
+    # Creates and outcomes reach the counters within MCPQ_STATS_FLUSH_MS (shared.store.tally),
+    # and never count twice: a count past the expected one fails here too.
+    wait_until(lambda: counted() == expected, timeout=10, interval=0.2, message="task counters")
+    time.sleep(1.5)  # another flush interval: nothing more comes
+    assert counted() == expected
     after = scrape(metrics)
-    assert delta(before, after, "mcpq_tasks_created_total", tool="slow_compute") == 3
-    assert delta(before, after, "mcpq_tasks_completed_total", tool="slow_compute") == 2
-    assert delta(before, after, "mcpq_tasks_cancelled_total", tool="slow_compute") == 1
-    assert delta(before, after, "mcpq_tasks_failed_total", tool="protocol_error_job") == 1
-    assert delta(before, after, "mcpq_tasks_completed_total", tool="confirm_delete") == 1
     assert value(after, "mcpq_input_requests_outstanding") == value(
         before, "mcpq_input_requests_outstanding"
     )

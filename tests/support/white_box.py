@@ -26,6 +26,15 @@ class WhiteBoxStore(TaskStore):
     def cancel(self, ref: str, owner: str, message: str = "Cancelled by client") -> Cancelled:
         return self.run(calls.cancel(self.keys, ref, owner, message))
 
+    def mark_watched(self, *refs: str) -> int:
+        """What a watcher does once subscribed (``AsyncTaskStore.watch``): the tasks' changes
+        are published from now on. How many were marked."""
+        return sum(self.run(call) for call in calls.mark_watched(self.keys, refs))
+
+    def read(self, ref: str, owner: str, *, watching: bool = False) -> Any:
+        """``tasks/get``'s script, as the web runs it (``AsyncTaskStore.get``)."""
+        return self.run(calls.read(self.keys, ref, owner, watching=watching))
+
 
 class _AlwaysConfirmed:
     def subscribe(self, watch: Watch) -> None:

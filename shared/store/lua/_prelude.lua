@@ -19,16 +19,31 @@ local function fence(task_key, gen, ...)
   return nil, cur
 end
 
--- Push: every change a client can see is published on the task's channel (`<task key>:ev`),
--- and on its listing scope's channel when it has one (field `push`), inside the script that
--- makes it. A subscriber that subscribes first and reads the task second therefore misses
--- nothing: a change is either in what it read or in a message after it. The message is the
--- task key. (A channel is not a key: a script may publish on one it was not given.)
+-- Push: every change a client can see is published on the task's channel (`<task key>:ev`)
+-- while a client watches the task (its `watch` field is '1'), and on its listing scope's
+-- channel when it has one (field `push`), inside the script that makes it. A watcher subscribes
+-- first, then marks the task watched and reads it in one script (read.lua; a synchronous
+-- call's task is watched from its create on), so it misses nothing: a change is either in what
+-- it read or in a message after it. A task nobody watches (most: clients poll tasks/get) costs
+-- no PUBLISH. The message is the task key. (A channel is not a key: a script may publish on one
+-- it was not given.)
+-- `watched`: the task's `watch` field as the caller read it (false: unwatched).
 -- `scope`: the task's `push` field when the caller read it already (false: it has none).
-local function publish(task_key, scope)
-  redis.call('PUBLISH', task_key .. ':ev', task_key)
+local function publish(task_key, watched, scope)
+  if watched == '1' then redis.call('PUBLISH', task_key .. ':ev', task_key) end
   if scope == nil then scope = redis.call('HGET', task_key, 'push') end
   if scope then redis.call('PUBLISH', scope, task_key) end
+end
+
+-- The due index (`unclaimed`) holds a task at the earlier of its deadline (a start-by or a
+-- lease: when the sweeper must look at its run) and its expiry (`expire_at`, '' or false for
+-- none: when the sweeper drops it from the active index, its keys having expired). One index
+-- for both: no second index written on every create and cleaned on every end.
+-- `deadline`: ms, or nil for none (a parked task waits for answers, not for a worker).
+local function due_at(deadline, expire_at)
+  local at = tonumber(expire_at)
+  if at and (deadline == nil or at < deadline) then return at end
+  return deadline
 end
 
 -- Operational counters (the `stats` hash, see shared/store/keys.py): always the last key.

@@ -1,10 +1,11 @@
 -- cancel (tasks/cancel): a non-terminal task becomes `cancelled`; outstanding input requests are
 -- cleared so a racing tasks/update cannot resume it; a waiting or sleeping worker is woken.
 -- KEYS[1] task, KEYS[2] inputs, KEYS[3] wake channel, KEYS[4] due zset (named `unclaimed`),
--- KEYS[5] active zset, KEYS[6] expiry zset, KEYS[7] stats; ARGV[1] owner, ARGV[2] ref,
+-- KEYS[5] active zset, KEYS[6] stats; ARGV[1] owner, ARGV[2] ref,
 -- ARGV[3] statusMessage
 -- returns {'CANCELLED', 1 if a worker holds a live lease else 0} | {'TERMINAL'} | {'NOTFOUND'}
-local cur = redis.call('HMGET', KEYS[1], 'owner', 'status', 'lease', 'tool', 'parked')
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'status', 'lease', 'tool', 'parked', 'watch',
+                      'push')
 if not cur[1] or cur[1] ~= ARGV[1] then return {'NOTFOUND'} end
 if TERMINAL[cur[2]] then return {'TERMINAL'} end
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'msg', ARGV[3], 'updated_ms', now,
@@ -16,10 +17,9 @@ stat('inputs', -redis.call('HLEN', KEYS[2]))
 -- Outstanding requests go in the same step as the status: a tasks/update racing this cancel
 -- then finds nothing to answer (IGNORED) and cannot make the task working again.
 redis.call('DEL', KEYS[2])
-publish(KEYS[1])
+publish(KEYS[1], cur[6], cur[7])
 redis.call('PUBLISH', KEYS[3], 'cancel')  -- wakes the run wherever it waits
 redis.call('ZREM', KEYS[4], ARGV[2]); redis.call('ZREM', KEYS[5], ARGV[2])
-redis.call('ZREM', KEYS[6], ARGV[2])
 local live = 0
 if tonumber(cur[3]) > now then live = 1 end
 return {'CANCELLED', live}

@@ -33,7 +33,7 @@ local max_lost = tonumber(ARGV[3])
 if max_lost > 0 and lost >= max_lost then
   redis.call('HSET', KEYS[1], 'lost', lost, 'lease', 0)
   redis.call('ZREM', KEYS[3], ARGV[1])
-  redis.call('ZADD', KEYS[4], now, ARGV[1])
+  redis.call('ZADD', KEYS[4], due_at(now, h.expire_at), ARGV[1])
   return {'POISONED'}
 end
 -- The new generation fences every earlier run: their writes now answer SUPERSEDED. (Written
@@ -43,8 +43,8 @@ local lease = now + tonumber(ARGV[2])
 local runs = tonumber(cur[5]) + 1
 redis.call('HSET', KEYS[1], 'gen', gen, 'lease', lease, 'sends', 0, 'runs', runs, 'lost', lost)
 -- One index of deadlines: the lease replaces the "must be started by" deadline (one command
--- instead of moving the task from one index to another).
-redis.call('ZADD', KEYS[4], lease, ARGV[1])
+-- instead of moving the task from one index to another), or its expiry if that comes first.
+redis.call('ZADD', KEYS[4], due_at(lease, h.expire_at), ARGV[1])
 -- Answers delivered so far (a resumed run replays them); only a task that ever got one has any.
 local answers = {}
 if cur[6] == '1' then answers = redis.call('HGETALL', KEYS[2]) end

@@ -8,11 +8,11 @@
 -- KEYS[1] task, KEYS[2] due zset (named `unclaimed`); ARGV[1] ref, ARGV[2] base ms
 -- returns 1, or 0 when there is nothing to watch (claimed already, or gone)
 if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
-local lease = redis.call('HGET', KEYS[1], 'lease')
-if not lease then return 0 end
+local cur = redis.call('HMGET', KEYS[1], 'lease', 'expire_at')
+if not cur[1] then return 0 end
 -- Claimed: the task's deadline in the index is its lease now, not to be moved.
-if tonumber(lease) > 0 then return 0 end
+if tonumber(cur[1]) > 0 then return 0 end
 local sends = redis.call('HINCRBY', KEYS[1], 'sends', 1)
 local wait = tonumber(ARGV[2]) * 2 ^ math.min(sends - 1, 10)
-redis.call('ZADD', KEYS[2], 'XX', now + wait, ARGV[1])
+redis.call('ZADD', KEYS[2], 'XX', due_at(now + wait, cur[2]), ARGV[1])
 return 1

@@ -1,16 +1,21 @@
 -- read: a task and its outstanding input requests (tasks/get), for its owner only.
 -- KEYS[1] task hash, KEYS[2] inputs hash
--- ARGV[1] owner
+-- ARGV[1] owner, ARGV[2] '1' when the reader watches the task (subscribed to its changes first:
+-- it is marked watched here, in the same step as the read, so the changes it did not read are
+-- all pushed; see publish in _prelude.lua)
 -- returns {} when the task is unknown, expired or another principal's: alike, and after the
 --         same work (one HGET), so neither the reply nor its timing tells them apart (nothing
 --         of another principal's task leaves Redis); else {task field/values, input field/values}
 if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return {} end
 local task = redis.call('HGETALL', KEYS[1])
--- Outstanding requests exist only while the task is input_required (request_input.lua).
+local status, watched
 for i = 1, #task, 2 do
-  if task[i] == 'status' then
-    if task[i + 1] == 'input_required' then return {task, redis.call('HGETALL', KEYS[2])} end
-    break
-  end
+  if task[i] == 'status' then status = task[i + 1] elseif task[i] == 'watch' then watched = true end
 end
+-- (An ended task changes no more: nothing to mark.)
+if ARGV[2] == '1' and not watched and not TERMINAL[status] then
+  redis.call('HSET', KEYS[1], 'watch', 1)
+end
+-- Outstanding requests exist only while the task is input_required (request_input.lua).
+if status == 'input_required' then return {task, redis.call('HGETALL', KEYS[2])} end
 return {task, {}}

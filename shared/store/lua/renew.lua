@@ -2,7 +2,7 @@
 -- KEYS[1] task, KEYS[2] due zset (named `unclaimed`); ARGV[1] ref, ARGV[2] gen, ARGV[3] lease ms
 -- returns {'OK', status} (renewed) | {'TERMINAL', status} | {'GONE'} | {'SUPERSEDED'}
 --      | {'PARKED'} (the run let go of the task: no renewal)
-local cur = redis.call('HMGET', KEYS[1], 'gen', 'status', 'parked')
+local cur = redis.call('HMGET', KEYS[1], 'gen', 'status', 'parked', 'expire_at')
 if not cur[1] then return {'GONE'} end
 -- Fencing: only the run of the current generation may keep the task; a stale run that still
 -- beats must not extend a lease that now belongs to its successor.
@@ -11,5 +11,5 @@ if TERMINAL[cur[2]] then return {'TERMINAL', cur[2]} end
 if cur[3] == '1' then return {'PARKED'} end
 local lease = now + tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], 'lease', lease)
-redis.call('ZADD', KEYS[2], lease, ARGV[1])
+redis.call('ZADD', KEYS[2], due_at(lease, cur[4]), ARGV[1])
 return {'OK', cur[2]}

@@ -7,10 +7,12 @@
 -- reached ARGV[4] is not enqueued again: it is returned as poisoned, and the caller fails it
 -- with finish.lua, fenced by the generation returned here (a run that claimed it since wins).
 -- It stays re-armed until then, so a sweeper that dies in between leaves it to the next sweep.
--- Also drops tasks that reached their TTL unfinished from the active and expiry indexes.
+-- Also drops tasks that reached their TTL unfinished from the active index: the due index holds
+-- every unfinished task with a TTL until its expiry at the latest (see due_at in _prelude.lua).
 -- KEYS[1] legacy leases zset (written by releases before the due index; drained here),
--- KEYS[2] due zset (named `unclaimed`: start-by deadlines and leases alike), KEYS[3] active
--- zset, KEYS[4] expiry zset;
+-- KEYS[2] due zset (named `unclaimed`: start-by deadlines, leases and expiries alike),
+-- KEYS[3] active zset, KEYS[4] legacy expiry zset (written by releases before expiries went
+-- into the due index; drained here);
 -- ARGV[1] key prefix of task hashes, ARGV[2] unclaimed bound ms, ARGV[3] max batch,
 -- ARGV[4] lost runs after which a task is poisoned (0 = never)
 -- returns {ref, tool, queue, gen, poisoned ('1' or '0'), ref, ...}
@@ -22,29 +24,39 @@ end
 for _, zset in ipairs({KEYS[1], KEYS[2]}) do
   for _, ref in ipairs(due(zset)) do
     local key = ARGV[1] .. ref
-    local cur = redis.call('HMGET', key, 'status', 'tool', 'queue', 'lease', 'parked', 'gen', 'lost')
+    local cur = redis.call('HMGET', key, 'status', 'tool', 'queue', 'lease', 'parked', 'gen', 'lost',
+                           'expire_at')
     redis.call('ZREM', zset, ref)
-    -- Only tasks that still need a run: not ended, no live lease (the index may be stale),
-    -- not parked (those wait for answers; answer.lua re-arms them).
-    local lease = tonumber(cur[4])
-    local live = cur[1] and not TERMINAL[cur[1]] and cur[5] ~= '1'
-    if live and lease > now then
-      -- A run holds it, but its deadline in the index was not its lease (moved by a writer of
-      -- the release before the due index, mark_enqueued.lua's): back at the lease's deadline,
-      -- never dropped, or a worker dying now would leave the task with no deadline at all.
-      redis.call('ZADD', KEYS[2], lease, ref)
-    end
-    if live and lease <= now then
-      local lost = tonumber(cur[7]) or 0
-      if lease > 0 then
-        lost = lost + 1
-        redis.call('HSET', key, 'lost', lost, 'lease', 0)
+    local expiry = tonumber(cur[8])
+    if not cur[1] or (expiry and expiry <= now and not TERMINAL[cur[1]]) then
+      -- Its TTL is up (its keys are gone, or go within the skew between this clock and
+      -- Redis's): an unfinished task that vanishes leaves the active index here.
+      redis.call('ZREM', KEYS[3], ref)
+    elseif TERMINAL[cur[1]] then
+      -- Ended: a stale entry (finish and cancel remove theirs); nothing to do.
+    elseif cur[5] == '1' then
+      -- Parked: it waits for answers, not a worker (answer.lua re-arms it); it stays in the
+      -- index for its expiry only.
+      if expiry then redis.call('ZADD', KEYS[2], expiry, ref) end
+    else
+      local lease = tonumber(cur[4])
+      if lease > now then
+        -- A run holds it, but its deadline in the index was not its lease (moved by a writer
+        -- of the release before the due index, mark_enqueued.lua's): back at the lease's
+        -- deadline, never dropped, or a worker dying now would leave the task with no deadline.
+        redis.call('ZADD', KEYS[2], due_at(lease, cur[8]), ref)
+      else
+        local lost = tonumber(cur[7]) or 0
+        if lease > 0 then
+          lost = lost + 1
+          redis.call('HSET', key, 'lost', lost, 'lease', 0)
+        end
+        redis.call('ZADD', KEYS[2], due_at(now + tonumber(ARGV[2]), cur[8]), ref)
+        local poisoned = '0'
+        if max_lost > 0 and lost >= max_lost then poisoned = '1' end
+        out[#out + 1] = ref; out[#out + 1] = cur[2]; out[#out + 1] = cur[3]
+        out[#out + 1] = cur[6]; out[#out + 1] = poisoned
       end
-      redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ref)
-      local poisoned = '0'
-      if max_lost > 0 and lost >= max_lost then poisoned = '1' end
-      out[#out + 1] = ref; out[#out + 1] = cur[2]; out[#out + 1] = cur[3]
-      out[#out + 1] = cur[6]; out[#out + 1] = poisoned
     end
   end
 end
