@@ -207,10 +207,6 @@ def create(
         "poll_ms": str(t.poll_ms),
         "ttl_ms": "" if t.ttl_ms is None else str(t.ttl_ms),
     }
-    if t.sync:
-        # Its caller waits for it from the start: changes are pushed (see publish in
-        # lua/_prelude.lua) without the watch having to mark it first.
-        fields["watch"] = "1"
     ttl = "" if t.ttl_ms is None else str(t.ttl_ms)
     a = admit or Admission("-")
     task, shard = k.task(t.ref), k.at(t.ref)

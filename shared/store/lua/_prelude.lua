@@ -20,17 +20,17 @@ local function fence(task_key, gen, ...)
 end
 
 -- Push: every change a client can see is published on the task's channel (`<task key>:ev`)
--- while a client watches the task (its `watch` field is '1'), and on its listing scope's
--- channel when it has one (field `push`), inside the script that makes it. A watcher subscribes
--- first, then marks the task watched and reads it in one script (read.lua; a synchronous
--- call's task is watched from its create on), so it misses nothing: a change is either in what
--- it read or in a message after it. A task nobody watches (most: clients poll tasks/get) costs
--- no PUBLISH. The message is the task key. (A channel is not a key: a script may publish on one
--- it was not given.)
--- `watched`: the task's `watch` field as the caller read it (false: unwatched).
+-- while a client watches the task (its `watch` field is '1'; a synchronous call's task, field
+-- `sync`, always has one: its caller), and on its listing scope's channel when it has one (field
+-- `push`), inside the script that makes it. A watcher subscribes first, then marks the task
+-- watched and reads it in one script (read.lua), so it misses nothing: a change is either in
+-- what it read or in a message after it. A task nobody watches (most: clients poll tasks/get)
+-- costs no PUBLISH. The message is the task key. (A channel is not a key: a script may publish
+-- on one it was not given.)
+-- `watched`, `sync`: the task's `watch` and `sync` fields as the caller read them.
 -- `scope`: the task's `push` field when the caller read it already (false: it has none).
-local function publish(task_key, watched, scope)
-  if watched == '1' then redis.call('PUBLISH', task_key .. ':ev', task_key) end
+local function publish(task_key, watched, sync, scope)
+  if watched == '1' or sync == '1' then redis.call('PUBLISH', task_key .. ':ev', task_key) end
   if scope == nil then scope = redis.call('HGET', task_key, 'push') end
   if scope then redis.call('PUBLISH', scope, task_key) end
 end

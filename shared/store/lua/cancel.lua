@@ -5,7 +5,7 @@
 -- ARGV[3] statusMessage
 -- returns {'CANCELLED', 1 if a worker holds a live lease else 0} | {'TERMINAL'} | {'NOTFOUND'}
 local cur = redis.call('HMGET', KEYS[1], 'owner', 'status', 'lease', 'tool', 'parked', 'watch',
-                      'push')
+                      'sync', 'push')
 if not cur[1] or cur[1] ~= ARGV[1] then return {'NOTFOUND'} end
 if TERMINAL[cur[2]] then return {'TERMINAL'} end
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'msg', ARGV[3], 'updated_ms', now,
@@ -17,7 +17,7 @@ stat('inputs', -redis.call('HLEN', KEYS[2]))
 -- Outstanding requests go in the same step as the status: a tasks/update racing this cancel
 -- then finds nothing to answer (IGNORED) and cannot make the task working again.
 redis.call('DEL', KEYS[2])
-publish(KEYS[1], cur[6], cur[7])
+publish(KEYS[1], cur[6], cur[7], cur[8])
 redis.call('PUBLISH', KEYS[3], 'cancel')  -- wakes the run wherever it waits
 redis.call('ZREM', KEYS[4], ARGV[2]); redis.call('ZREM', KEYS[5], ARGV[2])
 local live = 0

@@ -9,7 +9,7 @@
 -- shared/store/tally.py)
 -- returns 'OK' ({'OK', tool} when the caller counts: it needs the tool's name) | 'GONE' |
 --         'SUPERSEDED' | 'TERMINAL'
-local bad, cur = fence(KEYS[1], ARGV[2], 'tool', 'watch', 'push')
+local bad, cur = fence(KEYS[1], ARGV[2], 'tool', 'watch', 'sync', 'push')
 if bad then return bad end
 if ARGV[8] == '1' then stat(ARGV[3] .. ':' .. cur[3], 1) end
 if ARGV[7] ~= '' then stat(ARGV[7] .. ':' .. cur[3], 1) end
@@ -21,7 +21,7 @@ if cur[2] == 'input_required' then
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[3], ARGV[4], ARGV[5], 'updated_ms', now, 'lease', 0,
            'msg', ARGV[6])
-publish(KEYS[1], cur[4], cur[5])
+publish(KEYS[1], cur[4], cur[5], cur[6])
 redis.call('ZREM', KEYS[4], ARGV[1]); redis.call('ZREM', KEYS[5], ARGV[1])
 if ARGV[8] ~= '1' then return {'OK', cur[3]} end
 return 'OK'

@@ -10,7 +10,11 @@ if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return {} end
 local task = redis.call('HGETALL', KEYS[1])
 local status, watched
 for i = 1, #task, 2 do
-  if task[i] == 'status' then status = task[i + 1] elseif task[i] == 'watch' then watched = true end
+  if task[i] == 'status' then
+    status = task[i + 1]
+  elseif (task[i] == 'watch' or task[i] == 'sync') and task[i + 1] == '1' then
+    watched = true  -- (a synchronous call's task is always pushed: publish in _prelude.lua)
+  end
 end
 -- (An ended task changes no more: nothing to mark.)
 if ARGV[2] == '1' and not watched and not TERMINAL[status] then

@@ -4,7 +4,7 @@
 -- KEYS[1] task, KEYS[2] inputs hash, KEYS[3] answers hash, KEYS[4] stats hash
 -- ARGV[1] gen, ARGV[2..] key/request pairs
 -- returns {'OK', missing count, key, answer, ...} or {'GONE'|'SUPERSEDED'|'TERMINAL'}
-local bad, cur = fence(KEYS[1], ARGV[1], 'watch', 'push')
+local bad, cur = fence(KEYS[1], ARGV[1], 'watch', 'sync', 'push')
 if bad then return {bad} end
 local out = {'OK', 0}
 local missing, added = 0, 0
@@ -28,6 +28,6 @@ if added > 0 then
     fields[#fields + 1] = 'msg'; fields[#fields + 1] = ''
   end
   redis.call('HSET', KEYS[1], unpack(fields))
-  publish(KEYS[1], cur[3], cur[4])
+  publish(KEYS[1], cur[3], cur[4], cur[5])
 end
 return out
