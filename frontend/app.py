@@ -8,10 +8,10 @@ below reads the environment or builds a client.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import falcon.asgi
-import httpx
 
 from frontend.auth import METADATA_PATH, build_authenticator, metadata_url
 from frontend.auth.metadata import MetadataResource
@@ -27,6 +27,9 @@ from shared.request_state import RequestStateSigner, new_secret, parse_secrets
 from shared.settings import Settings
 from shared.store import AsyncTaskStore, open_async_store
 from shared.tools import Registry
+
+if TYPE_CHECKING:
+    import httpx  # only OAuth fetches anything over HTTP (imported by frontend.auth then)
 
 
 def create_app(

@@ -42,11 +42,32 @@ control_socket_disable = True
 if os.path.isdir("/dev/shm"):  # noqa: S108
     worker_tmp_dir = "/dev/shm"  # noqa: S108
 
+#: Modules each worker would import only after the fork, imported by the master too so that
+#: their pages are shared like the app's (about 2 MiB of every worker): uvicorn's event loop and
+#: lifespan, the parts of Celery the producer loads on first use, the codec a host name needs.
+#: Modules only: nothing here creates a loop, a client or a thread.
+_POST_FORK_MODULES = (
+    "uvloop",
+    "uvicorn.loops.uvloop",
+    "uvicorn.lifespan.on",
+    "celery.app.amqp",
+    "celery.app.events",
+    "celery.app.routes",
+    "celery.app.task",
+    "celery.backends.base",
+    "celery.fixups.django",
+    "celery.loaders.app",
+    "kombu.mixins",
+    "encodings.idna",
+)
+
 
 def on_starting(server: Any) -> None:
     """Refuse a configuration that cannot be right (``ops.preflight``) in one line, also when
     gunicorn is started without ``mcpq web``."""
+    import contextlib
     import gc
+    import importlib
 
     from ops.preflight import bind_host, web_problem
 
@@ -71,6 +92,17 @@ def on_starting(server: Any) -> None:
     # holding its own copy. Nothing is built here (no client, pool or thread: `preload_app` stays
     # off and each worker creates the app after fork), so nothing crosses the fork.
     import frontend.app  # noqa: F401
+
+    if "oauth" in _settings.auth:
+        # The app imports OAuth's modules (httpx, PyJWT) only when it is configured (each
+        # worker would then import them after the fork): here too, so they are shared alike.
+        importlib.import_module("frontend.auth.oauth")
+
+    for name in _POST_FORK_MODULES:
+        # Only memory is at stake: a module a newer release moved must not stop the server
+        # (a unit test imports each, so the list does not go stale unnoticed).
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
     # What the master holds now is never collected in a worker: without this, a worker's GC
     # writes to every inherited object's header and so copies the shared pages anyway (the

@@ -278,7 +278,7 @@ class Stack:
         by default once it logged `` ready.``."""
         node = f"{self.name}{next(self._nodes)}-{secrets.token_hex(3)}"
         argv = [
-            sys.executable, "-m", "celery", "-A", commands.CELERY_APP, "worker",
+            *commands.WORKER,
             "--pool", commands.CELERY_POOLS[pool], "-c", str(concurrency), "-Q", queues,
             *(["-E"] if events else []), "--loglevel", loglevel,
             "-n", f"{node}@%h", "--without-mingle", "--without-gossip",

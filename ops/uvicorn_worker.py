@@ -102,6 +102,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             if limit and self._fed_bytes > limit:
                 self._refuse(431, "Request Header Fields Too Large")
 
+    def _unsupported_upgrade_warning(self) -> None:
+        # Without a WebSocket implementation (``McpqUvicornWorker``) uvicorn warns at every
+        # upgrade request that one should be installed: none is wanted, and the request is
+        # served as plain HTTP, so there is nothing for an operator to do.
+        log.debug("upgrade request served as plain HTTP")
+
     def send_400_response(self, msg: str) -> None:
         # uvicorn answers every parser error (ours included: a callback that raises) with 400;
         # a refusal of ours goes out instead, with its own status.
@@ -236,7 +242,10 @@ class McpqUvicornWorker(UvicornWorker):  # type: ignore[misc]  # uvicorn_worker 
             (GuardedHttpToolsProtocol,),
             {"limits": HeadLimits.from_settings(settings)},
         )
-        self.CONFIG_KWARGS = {**UvicornWorker.CONFIG_KWARGS, "http": protocol}
+        # No WebSocket implementation (MCP speaks none): uvicorn would otherwise load the
+        # websockets library in every worker (over 1 MiB each) for upgrades mcpq never accepts.
+        # An upgrade request is served as the plain HTTP request it also is.
+        self.CONFIG_KWARGS = {**UvicornWorker.CONFIG_KWARGS, "http": protocol, "ws": "none"}
         super().__init__(*args, **kwargs)
         # gunicorn builds a worker before it forks it, and the worker loads the application
         # after the fork: the variable reaches the application's Settings, and nothing else

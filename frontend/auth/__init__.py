@@ -13,10 +13,8 @@ MCP client can discover the authorization server; 403 ``insufficient_scope`` nam
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import httpx
-
-from frontend.auth.oauth import Jwks, JwtVerifier, KeysUnavailable, TokenInvalid
 from frontend.http_types import HttpReply, HttpRequest
 from frontend.principal import ANONYMOUS, Principal
 from shared import jsonutil
@@ -24,6 +22,14 @@ from shared.errors import INVALID_REQUEST, McpError
 from shared.settings import Settings
 from shared.store import AsyncTaskStore
 from shared.store.apikeys import TOKEN_PREFIX
+
+if TYPE_CHECKING:
+    # OAuth's modules (httpx, PyJWT and what they pull in: several MiB in every web process)
+    # are imported only when MCPQ_AUTH has oauth (build_authenticator): a server without
+    # OAuth never loads them.
+    import httpx
+
+    from frontend.auth.oauth import JwtVerifier
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 
@@ -80,6 +86,8 @@ class Authenticator:
                 raise AuthFailed(401, "invalid_token", "unknown or revoked API key")
             return Principal(key.principal, frozenset(key.scopes))
         if "oauth" in self.modes and self.verifier is not None:
+            from frontend.auth.oauth import KeysUnavailable, TokenInvalid  # loaded with verifier
+
             try:
                 return await self.verifier.verify(token)
             except TokenInvalid as exc:
@@ -153,6 +161,10 @@ def build_authenticator(
         return Authenticator(modes)
     verifier = None
     if "oauth" in modes:
+        import httpx
+
+        from frontend.auth.oauth import Jwks, JwtVerifier
+
         jwks = Jwks(
             settings.oauth_issuer,
             settings.oauth_jwks_url,

@@ -50,7 +50,7 @@ def gunicorn(bind: str, workers: int) -> list[str]:
 
 
 def celery_worker(queues: str, concurrency: int, hostname: str, pool: str = "custom") -> list[str]:
-    return [PY, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool", pool,
+    return [PY, "-m", "workers.main", "--pool", pool,
             "--loglevel", "INFO", "-Q", queues, "-c", str(concurrency), "-n", hostname]  # fmt: skip
 
 
