@@ -10,9 +10,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,7 +21,7 @@ from shared.store import Reply, TaskStatus, TaskStore, task_ref
 from shared.store.calls import NewTask
 from shared.store.tally import StatsTally
 from tests.integration.conftest import RedisClock, TaskFactory
-from tests.support.white_box import WhiteBoxStore, field, in_index, quiet_watch
+from tests.support.white_box import WhiteBoxStore, field, heard, in_index, quiet_watch
 from workers.context import RunContext
 from workers.reports import ReportFlusher
 
@@ -214,27 +212,11 @@ def test_the_legacy_expiry_index_is_still_drained(
     assert in_index(store, shard.active, ref) is None
 
 
-@contextlib.contextmanager
-def heard(store: WhiteBoxStore, ref: str) -> Iterator[list[str]]:
-    """What the scripts publish on task ``ref``'s channel while the block runs (subscribed
-    before it; the task is not marked watched here)."""
-    pubsub = store.redis.pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(store.keys.events(ref))
-    assert pubsub.get_message(timeout=1.0) is None  # consumes the subscribe confirmation
-    messages: list[str] = []
-    try:
-        yield messages
-        while (message := pubsub.get_message(timeout=0.2)) is not None:
-            messages.append(message["data"])
-    finally:
-        pubsub.close()
-
-
 def test_changes_are_pushed_only_once_the_task_is_watched(
     store: WhiteBoxStore, tasks: TaskFactory
 ) -> None:
     ref, gen = tasks.running()
-    with heard(store, ref) as unwatched:
+    with heard(store, ref, mark=False) as unwatched:
         assert store.report(ref, gen, "halfway") is Reply.OK
     assert unwatched == []  # nobody marked it: no PUBLISH (clients that poll cost none)
     # A watcher's read marks it, in the read's own script (another principal's read does not)
@@ -242,7 +224,7 @@ def test_changes_are_pushed_only_once_the_task_is_watched(
     assert field(store, ref, "watch") is None
     assert store.read(ref, tasks.owner, watching=True) is not None
     assert field(store, ref, "watch") == "1"
-    with heard(store, ref) as watched:
+    with heard(store, ref, mark=False) as watched:
         assert store.finish(ref, gen, TaskStatus.COMPLETED, RESULT) is Reply.OK
     assert watched == [store.keys.task(ref)]
 
@@ -265,7 +247,7 @@ def test_a_synchronous_call_s_task_is_watched_from_its_create(
     spec = NewTask(ref, "echo", "tools-q", tasks.owner, {}, {}, 60_000, 500, sync=True)
     assert store.create(spec, 30_000) is not None
     claim = store.claim(ref, 5_000)
-    with heard(store, ref) as ended:
+    with heard(store, ref, mark=False) as ended:
         assert store.finish(ref, claim.gen, TaskStatus.COMPLETED, RESULT) is Reply.OK
     assert ended == [store.keys.task(ref)]
 

@@ -10,15 +10,12 @@ re-sent because no worker started them are not lost runs.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import pytest
 
 from shared.settings import Settings
 from shared.store import Claim, Due, Renewal, Reply, TaskStatus
 from tests.integration.conftest import RedisClock, TaskFactory, stats_hash
-from tests.support.white_box import WhiteBoxStore, field, in_index
+from tests.support.white_box import WhiteBoxStore, field, heard, in_index
 from workers.sweeper import poisoned_message, sweep_once
 
 LEASE_MS = 50
@@ -38,22 +35,6 @@ def lose_run(store: WhiteBoxStore, clock: RedisClock, ref: str) -> int:
     assert claim.reply is Reply.OK, claim
     clock.wait_past(int(field(store, ref, "lease") or 0))
     return claim.gen
-
-
-@contextlib.contextmanager
-def heard(store: WhiteBoxStore, ref: str) -> Iterator[list[str]]:
-    """What the scripts publish on task ``ref``'s change channel while the block runs."""
-    pubsub = store.redis.pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(store.keys.events(ref))
-    assert pubsub.get_message(timeout=1.0) is None  # consumes the subscribe confirmation
-    store.mark_watched(ref)  # as a watcher does once subscribed: changes are pushed from now on
-    messages: list[str] = []
-    try:
-        yield messages
-        while (message := pubsub.get_message(timeout=0.2)) is not None:
-            messages.append(message["data"])
-    finally:
-        pubsub.close()
 
 
 class NoBroker:

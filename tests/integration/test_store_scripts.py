@@ -6,7 +6,6 @@ runs, then its reply and the stored state are as the script's header promises.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -15,7 +14,7 @@ import redis
 
 from shared.store import Answered, Cancelled, Renewal, Reply, TaskStatus, task_ref
 from shared.store.calls import Claim, InputPoll, NewTask
-from tests.support.white_box import WhiteBoxStore, field, in_index
+from tests.support.white_box import field, heard, in_index
 
 RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done ✓"}]}
 ERROR = {"code": -32603, "message": "tool blew up"}
@@ -231,22 +230,6 @@ def test_request_input_returns_answered_keys_without_asking_again(store, tasks) 
     assert poll == InputPoll("OK", 0, {"name": {"v": "Ada"}, "age": 36})
     assert field(store, ref, "status") == "working"
     assert store.redis.exists(store.keys.inputs(ref)) == 0
-
-
-@contextlib.contextmanager
-def heard(store: WhiteBoxStore, ref: str) -> Iterator[list[str]]:
-    """What the scripts publish on task ``ref``'s channel while the block runs."""
-    pubsub = store.redis.pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(store.keys.events(ref))
-    assert pubsub.get_message(timeout=1.0) is None  # consumes the subscribe confirmation
-    store.mark_watched(ref)  # as a watcher does once subscribed: changes are pushed from now on
-    messages: list[str] = []
-    try:
-        yield messages
-        while (message := pubsub.get_message(timeout=0.2)) is not None:
-            messages.append(message["data"])
-    finally:
-        pubsub.close()
 
 
 def test_every_change_a_client_sees_is_published_on_the_tasks_channel(store, tasks) -> None:

@@ -3,6 +3,8 @@ tier's transitions run synchronously and handles for white-box assertions."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import redis
@@ -60,3 +62,22 @@ def in_index(store: WhiteBoxStore, index: str, ref: str) -> float | None:
     """The task's score in a global index (``None``: not in it)."""
     score = store.redis.zscore(index, ref)
     return None if score is None else float(score)
+
+
+@contextlib.contextmanager
+def heard(store: WhiteBoxStore, ref: str, *, mark: bool = True) -> Iterator[list[str]]:
+    """What the scripts publish on task ``ref``'s change channel while the block runs
+    (subscribed before it). ``mark``: then marked watched, as a watcher does once subscribed
+    (``AsyncTaskStore.watch``): changes are published from then on."""
+    pubsub = store.redis.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(store.keys.events(ref))
+    assert pubsub.get_message(timeout=1.0) is None  # consumes the subscribe confirmation
+    if mark:
+        store.mark_watched(ref)
+    messages: list[str] = []
+    try:
+        yield messages
+        while (message := pubsub.get_message(timeout=0.2)) is not None:
+            messages.append(message["data"])
+    finally:
+        pubsub.close()
