@@ -2,7 +2,7 @@
 runs by name), each taking the task's storage ``ref``. JSON-only serialisation (see
 ``shared.celery_config``).
 
-Run with ``celery -A workers.celery_app worker`` (``mcpq worker``).
+Run with ``mcpq worker`` (``python -m workers.main``: Celery's ``worker`` command).
 """
 
 from __future__ import annotations
