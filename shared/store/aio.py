@@ -18,7 +18,7 @@ import redis.exceptions as rexc
 
 from shared.errors import StoreUnavailable, TaskNotFound
 from shared.jobs import Message
-from shared.store import apikeys, calls, listing, scripts, sessions, stats
+from shared.store import apikeys, calls, listing, reads, scripts, sessions, stats
 from shared.store.calls import Answered, Cancelled, NewTask, PipelineCall, ScriptCall
 from shared.store.clock import RedisClock
 from shared.store.errors import NotReplicated, store_errors
@@ -221,7 +221,7 @@ class AsyncTaskStore:
         this read marks the task watched (its changes are pushed from now on)."""
         # The owner is compared inside Redis: unknown, expired and another principal's task
         # read exactly alike, in reply and in timing (an id must not reveal that it exists).
-        found = await self.run(calls.read(self._keys, ref, owner, watching=watching))
+        found = await self.run(reads.read(self._keys, ref, owner, watching=watching))
         if found is None:
             raise TaskNotFound()
         task, inputs = found
@@ -251,7 +251,7 @@ class AsyncTaskStore:
         async with self._wakeups.watch(channels) as watch:
             if mark and refs:
                 # After the subscription is in place (the order the NOTE above needs).
-                await asyncio.gather(*(self.run(c) for c in calls.mark_watched(self._keys, refs)))
+                await asyncio.gather(*(self.run(c) for c in reads.mark_watched(self._keys, refs)))
             yield watch
 
     # -- 2025-era sessions ----------------------------------------------------------------------

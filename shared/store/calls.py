@@ -411,44 +411,11 @@ def finish(
     payloads: Payloads = PLAIN,
     *,
     poisoned: bool = False,
-) -> ScriptCall[Reply]:
-    """``poisoned``: the sweeper fails a task whose runs kept losing their worker (also
-    counted as ``poisoned:<tool>``). The outcome is counted in the script."""
-    return _finish(k, ref, gen, status, payload, message, payloads, poisoned, True, _reply)
-
-
-def finish_tallied(
-    k: Keys,
-    ref: str,
-    gen: int,
-    status: TaskStatus,
-    payload: dict[str, Any],
-    message: str,
-    payloads: Payloads = PLAIN,
+    count: bool = True,
 ) -> ScriptCall[tuple[Reply, str]]:
-    """:func:`finish`, the outcome left for the caller to count (``shared.store.tally``): with
-    the reply, the task's tool (``''`` unless OK)."""
-
-    def parse(reply: Any) -> tuple[Reply, str]:
-        if isinstance(reply, list):
-            return Reply(str(reply[0])), str(reply[1])
-        return _reply(reply), ""
-
-    return _finish(k, ref, gen, status, payload, message, payloads, False, False, parse)
-
-
-def _finish(
-    k: Keys,
-    ref: str,
-    gen: int,
-    status: TaskStatus,
-    payload: dict[str, Any],
-    message: str,
-    payloads: Payloads,
-    poisoned: bool,
-    count: bool,
-    parse: Callable[[Any], T],
-) -> ScriptCall[T]:
+    """The reply, and the task's tool when the caller counts the outcome (``count`` False:
+    ``shared.store.tally``; else ``''``, the script counts it). ``poisoned``: the sweeper fails
+    a task whose runs kept losing their worker (also counted as ``poisoned:<tool>``)."""
     status = TaskStatus(status)
     if status not in {TaskStatus.COMPLETED, TaskStatus.FAILED}:
         raise ValueError(f"a run finishes completed or failed, not {status}")
@@ -460,37 +427,17 @@ def _finish(
     sealed = payloads.field(ref, field, payload)
     args: list[Arg] = [ref, gen, status.value, field, sealed, payloads.field(ref, "msg", message)]
     args += ["poisoned" if poisoned else "", "1" if count else ""]
+
+    def parse(reply: Any) -> tuple[Reply, str]:
+        if isinstance(reply, list):  # {'OK', tool}: the caller counts
+            return Reply(str(reply[0])), str(reply[1])
+        return _reply(reply), ""
+
     return ScriptCall("finish", keys, args, parse)
 
 
 def _parse_cancelled(reply: list[Any]) -> Cancelled:
     return Cancelled(_reply(reply), len(reply) > 1 and int(reply[1]) == 1)
-
-
-def read(
-    k: Keys, ref: str, owner: str, *, watching: bool = False
-) -> ScriptCall[tuple[dict[str, str], dict[str, str]] | None]:
-    """The task's fields and its outstanding inputs, or ``None`` (unknown, or not ``owner``'s:
-    the script does not tell them apart, in its reply or its work). ``watching``: the caller
-    is subscribed to the task's changes (``AsyncTaskStore.watch``); from this read on they are
-    pushed to it (see ``publish`` in ``lua/_prelude.lua``)."""
-
-    def pairs(flat: list[str]) -> dict[str, str]:
-        return dict(zip(flat[::2], flat[1::2], strict=True))
-
-    def parse(r: list[list[str]]) -> tuple[dict[str, str], dict[str, str]] | None:
-        return (pairs(r[0]), pairs(r[1])) if r else None
-
-    return ScriptCall("read", [k.task(ref), k.inputs(ref)], [owner, "1" if watching else ""], parse)
-
-
-def mark_watched(k: Keys, refs: Sequence[str]) -> list[ScriptCall[int]]:
-    """Mark tasks ``refs`` watched (their changes are pushed from now on): one script per shard,
-    since a script touches the keys of one slot. A ref whose task is gone is skipped."""
-    by_shard: dict[int, list[str]] = {}
-    for ref in refs:
-        by_shard.setdefault(k.at(ref).index, []).append(k.task(ref))
-    return [ScriptCall("watch", keys, [], int) for keys in by_shard.values()]
 
 
 def cancel(

@@ -157,18 +157,22 @@ class TaskStore:
         *,
         poisoned: bool = False,
     ) -> Reply:
-        if self._tally is not None and not poisoned:
-            tallied = calls.finish_tallied(
-                self._keys, ref, gen, status, payload, message, self._payloads
-            )
-            reply, tool = self.run(tallied)
-            if reply is Reply.OK:  # fenced out: nothing happened, nothing to count
-                self._tally.add(self._keys.at(ref).stats, f"{TaskStatus(status).value}:{tool}")
-            return reply
+        tally = None if poisoned else self._tally  # (the sweeper's poisoned finish: rare)
         call = calls.finish(
-            self._keys, ref, gen, status, payload, message, self._payloads, poisoned=poisoned
+            self._keys,
+            ref,
+            gen,
+            status,
+            payload,
+            message,
+            self._payloads,
+            poisoned=poisoned,
+            count=tally is None,
         )
-        return self.run(call)
+        reply, tool = self.run(call)
+        if tally is not None and reply is Reply.OK:  # fenced out: nothing to count
+            tally.add(self._keys.at(ref).stats, f"{TaskStatus(status).value}:{tool}")
+        return reply
 
     def release(self, ref: str, gen: int) -> Reply:
         return self.run(calls.release(self._keys, ref, gen))

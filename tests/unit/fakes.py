@@ -327,7 +327,8 @@ class FakeWorker:
         self, ref: str, gen: int, status: str, payload: dict[str, Any], message: str = ""
     ) -> StoreReply:
         call = store_calls.finish(self.keys, ref, gen, TaskStatus(status), payload, message)
-        return await self.store.run(call)
+        reply, _ = await self.store.run(call)
+        return reply
 
     def runs(
         self, outcome: Callable[[TaskRecord, dict[str, str]], tuple[str, dict[str, Any]]]
