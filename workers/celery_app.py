@@ -26,6 +26,7 @@ from shared.store.wakeups import Wakeups
 from shared.tools import Registry
 from workers import metrics
 from workers.heartbeat import LeaseKeeper
+from workers.pools import current_slot
 from workers.reports import ReportFlusher
 from workers.runner import PARKED, RunControl, RunDeps, run_task
 from workers.transport import TRANSPORT
@@ -81,11 +82,15 @@ def _make_job(tool_name: str) -> Any:
                 dispatcher.send(f"task-{state}", uuid=job_id, retry=True)
 
         # A prefork pool process runs its job on its main thread, one at a time: a run that
-        # ignores its cancel may be stopped by killing the process. A thread pool runs many
-        # jobs in one process: never kill it; the run is isolated in a thread instead.
-        alone = threading.current_thread() is threading.main_thread()
+        # ignores its cancel may be stopped by killing the process. An io pool runs many jobs
+        # in one process: never kill it; the job's slot is let go of instead (workers.pools).
+        slot = current_slot()
+        alone = slot is None and threading.current_thread() is threading.main_thread()
+        control = RunControl(
+            terminate if alone else None, on_state, let_go=None if slot is None else slot.let_go
+        )
         started = time.perf_counter()
-        outcome = run_task(deps(), run, RunControl(terminate if alone else None, on_state))
+        outcome = run_task(deps(), run, control)
         metrics.record(tool_name, outcome, time.perf_counter() - started)
         if outcome in {TaskStatus.CANCELLED, PARKED, "abandoned"}:
             # Keep the MCP state its custom event showed; Celery would overwrite it with SUCCESS.

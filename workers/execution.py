@@ -1,19 +1,17 @@
-"""How a tool's code runs inside a job: sync or ``async def``; in the job's own thread (a
-prefork pool process runs one job) or in a thread of its own (a thread pool runs many jobs in
-one process); and how a run that ignores its cancel is stopped.
+"""How a tool's code runs inside a job: sync or ``async def``, always on the job's own thread
+(a prefork pool process runs one job; an io pool thread runs one job, ``workers.pools``), and
+how a run that ignores its cancel is stopped.
 
 - **async tools** get an event loop of their own, on the thread that runs them: ``await`` an
   HTTP call, a database, a subprocess. A cancel cancels the asyncio task at once, wherever it
   awaits (``CancelledError`` inside the tool, ``TaskCancelled`` for the run). The context's
   methods may be called from the coroutine; they block only this run's own loop.
-- **prefork (cpu pools)**: the tool runs in the job's thread. A tool that ignores its cancel for
-  the grace period gets its pool process killed (Celery starts another): nothing else runs
-  there.
-- **threads (io pools)**: the tool runs in a thread of its own (reused from run to run:
-  ``workers.tool_threads``) and the job waits for it. A tool
-  that ignores its cancel gets ``TaskCancelled`` raised inside its thread (it ends at the next
-  Python instruction it runs), and the job stops waiting at once: the pool slot is free for the
-  next job, whatever the tool's thread still does (blocked in C code, it leaves when that call
+- **prefork (cpu pools)**: a tool that ignores its cancel for the grace period gets its pool
+  process killed (Celery starts another): nothing else runs there.
+- **threads (io pools)**: a tool that ignores its cancel gets ``TaskCancelled`` raised inside its
+  thread (it ends at the next Python instruction it runs), and its job is let go of at once
+  (``workers.pools.Slot.let_go``): Celery has its answer, another thread takes the slot, and
+  this one leaves the pool when the tool returns (blocked in C code, it leaves when that call
   returns; whatever it then writes is fenced by the run's generation). The process, and every
   other run in it, goes on.
 """
@@ -30,13 +28,13 @@ from collections.abc import Callable
 from typing import Any
 
 from shared.errors import TaskCancelled
-from workers.tool_threads import TOOL_THREADS
 
 log = logging.getLogger("mcpq.worker")
 
 
 class RunAbandoned(BaseException):
-    """The job stopped waiting for a tool thread that ignored its cancel (or its run limit)."""
+    """The run was stopped from outside (its tool ignored its cancel, or its run limit): the
+    job has been answered already; what the tool returns now is dropped."""
 
 
 class ToolCall:
@@ -49,51 +47,39 @@ class ToolCall:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Future[Any] | None = None
         self._interrupted = False
-        self._ident: int | None = None  # the thread running the tool (threads)
-        self._finished = threading.Event()
+        self._ident: int | None = None  # the thread running the tool
         self._done = False
         self._abandoned = False
-        self._outcome: tuple[bool, Any] = (False, None)
 
     # -- running ---------------------------------------------------------------------------------
     def here(self) -> Any:
-        """Run on the calling thread (prefork: the job's own)."""
-        value = self._call()
-        if inspect.iscoroutine(value):
-            return self._run_async(value)
-        return value
-
-    def in_thread(self) -> Any:
-        """Run on a thread of its own and wait for it, or for :meth:`abandon`."""
-        TOOL_THREADS.run(self._body)
-        self._finished.wait()
-        if self._abandoned:
-            raise RunAbandoned()
-        ok, value = self._outcome
-        if not ok:
-            raise value
-        return value
-
-    def _body(self) -> bool:
-        """The tool's thread; True when the thread must not be reused (abandoned)."""
+        """Run on the calling thread (the job's own); ``RunAbandoned`` once :meth:`abandon` took
+        the run away, whatever the tool did."""
         with self._lock:
             if self._abandoned:  # abandoned before it started: nothing to run
-                return True
+                raise RunAbandoned()
             self._ident = threading.get_ident()
-        threading.current_thread().name = f"tool-{self._name}"
         try:
-            outcome: tuple[bool, Any] = (True, self.here())
-        except BaseException as exc:  # handed to the job's thread, re-raised there
-            outcome = (False, exc)
-        # Under the lock that abandon() takes: either the call is done first, and no
-        # exception is ever raised into this thread again (it may take the next call), or
-        # it was abandoned first, and this thread ends (the exception may still be on its way).
+            value = self._call()
+            if inspect.iscoroutine(value):
+                value = self._run_async(value)
+        except BaseException:
+            if self._finish():
+                raise RunAbandoned() from None
+            raise
+        if self._finish():
+            raise RunAbandoned()
+        return value
+
+    def _finish(self) -> bool:
+        """The call returned. Under the lock that :meth:`abandon` takes: either the call is done
+        first, and no exception is ever raised into this thread for it, or it was abandoned
+        first (True), and the exception was raised into it already (delivered at its next
+        bytecode: here, or in the caller's handling of ``RunAbandoned``, which ends the run
+        either way)."""
         with self._lock:
             self._done = True
-            self._outcome = outcome
-            abandoned = self._abandoned
-        self._finished.set()
-        return abandoned
+            return self._abandoned
 
     def _run_async(self, coroutine: Any) -> Any:
         loop = asyncio.new_event_loop()
@@ -128,21 +114,19 @@ class ToolCall:
                 with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(task.cancel)
 
-    def abandon(self) -> None:
-        """The grace is over (threads): raise ``TaskCancelled`` in the tool's thread and free
-        the job at once."""
-        if self._finished.is_set():
-            return
+    def abandon(self) -> bool:
+        """The grace is over (threads): raise ``TaskCancelled`` in the tool's thread. True when
+        the run was taken away (its job is to be let go of); False when it had ended."""
         self.interrupt()
         with self._lock:
             if self._done or self._abandoned:
-                return
+                return False
             self._abandoned = True
             if self._ident is not None:
                 # The only way to stop a Python thread from outside; it takes effect at the
-                # thread's next bytecode (not inside a blocking C call, hence the job does not
-                # wait for it). Under the lock: the thread cannot have moved on to another call.
+                # thread's next bytecode (not inside a blocking C call, hence the job is let go
+                # of rather than waited for). Under the lock: the call cannot have ended.
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(
                     ctypes.c_ulong(self._ident), ctypes.py_object(TaskCancelled)
                 )
-        self._finished.set()
+        return True

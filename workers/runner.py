@@ -12,6 +12,7 @@ id (no arguments, no taskId), because an exception's text can carry internals.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,11 +63,13 @@ class RunDeps:
 class RunControl:
     """What the job system lends a run: showing a state, and how a run that ignores its cancel
     is stopped: ``terminate`` kills the process it runs in (prefork: one job per process), or
-    ``None`` when the process runs other jobs too (threads): then the tool gets a thread of its
-    own and is abandoned instead (``workers.execution``)."""
+    is ``None`` when the process runs other jobs too (threads): then the tool gets
+    ``TaskCancelled`` raised in its thread and ``let_go`` frees the job's slot
+    (``workers.execution``, ``workers.pools``)."""
 
     terminate: Callable[[], None] | None
     on_state: Callable[[str], None]
+    let_go: Callable[[], bool] | None = None
 
 
 def _outcome(
@@ -91,22 +94,41 @@ def _outcome(
         return TaskStatus.COMPLETED, error_result(tool_crash_text(tool, error_id)).dump(), ""
 
 
+class _Ending:
+    """The run's one "run ended" line: written when the job returns, or earlier, when an io
+    run is let go of (its thread may stay in the tool long after; the line says when the run
+    ended for the task and the pool)."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        self._started = time.perf_counter()
+        self._lock = threading.Lock()
+        self._logged = False
+
+    def log(self, outcome: str) -> None:
+        with self._lock:
+            if self._logged:
+                return
+            self._logged = True
+        fields = {
+            "task": task_hash(self._run.ref),
+            "tool": self._run.tool,
+            "transition": outcome,
+            "request_id": self._run.request_id,
+            "latency_ms": round((time.perf_counter() - self._started) * 1000, 2),
+        }
+        log.info("run ended", extra=fields)
+
+
 def run_task(deps: RunDeps, run: Run, control: RunControl) -> str:
     """Run the task's tool once; returns what happened (a log and metrics label), and logs it."""
-    started = time.perf_counter()
-    outcome = _run(deps, run.ref, control)
-    fields = {
-        "task": task_hash(run.ref),
-        "tool": run.tool,
-        "transition": outcome,
-        "request_id": run.request_id,
-        "latency_ms": round((time.perf_counter() - started) * 1000, 2),
-    }
-    log.info("run ended", extra=fields)
+    ending = _Ending(run)
+    outcome = _run(deps, run.ref, control, ending)
+    ending.log(outcome)
     return outcome
 
 
-def _run(deps: RunDeps, ref: str, control: RunControl) -> str:
+def _run(deps: RunDeps, ref: str, control: RunControl, ending: _Ending) -> str:
     s, store = deps.settings, deps.store
     claim = store.claim(ref, int(s.lease_s * 1000))
     if claim.unreadable:
@@ -126,7 +148,7 @@ def _run(deps: RunDeps, ref: str, control: RunControl) -> str:
         return TaskStatus.FAILED.value
     # The run's watch: it subscribes when the tool first waits (ctx.ask, ctx.sleep).
     with deps.wakeups.watch(ref) as watch:
-        return _execute(deps, ref, record, gen, tool, control, watch)
+        return _execute(deps, ref, record, gen, tool, control, watch, ending)
 
 
 def _execute(
@@ -137,6 +159,7 @@ def _execute(
     tool: Tool,
     control: RunControl,
     watch: Watch,
+    ending: _Ending,
 ) -> str:
     s, store = deps.settings, deps.store
     ctx = RunContext(
@@ -158,20 +181,20 @@ def _execute(
         ctx.interrupt(reply)
         call.interrupt()
 
-    kept = KeptRun(
-        ref,
-        gen,
-        on_cancel,
-        control.terminate or call.abandon,
-        _watchdog(store, ref, gen, tool, ctx, s.max_run_s),
-    )
-    run = call.here if control.terminate is not None else call.in_thread
+    def stop() -> None:
+        """The grace is over: the run is stopped, the way its pool allows."""
+        if control.terminate is not None:
+            control.terminate()
+        elif call.abandon() and control.let_go is not None and control.let_go():
+            ending.log("abandoned")
+
+    kept = KeptRun(ref, gen, on_cancel, stop, _watchdog(store, ref, gen, tool, ctx, s.max_run_s))
     try:
         with deps.leases.keep(kept):
-            status, payload, message = _outcome(run, tool.name, s.max_result_bytes)
+            status, payload, message = _outcome(call.here, tool.name, s.max_result_bytes)
     except RunAbandoned:
         # The tool ignored its cancel (or its run limit) for the grace: the task already has
-        # its final state; this job lets go of the tool's thread.
+        # its final state, and the job was answered when it was let go of.
         return "abandoned"
     except TaskCancelled:
         control.on_state(TaskStatus.CANCELLED)
