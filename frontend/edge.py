@@ -14,7 +14,7 @@ import falcon
 import falcon.asgi
 
 from frontend.endpoint import McpEndpoint
-from frontend.http_types import HttpRequest
+from frontend.http_types import ClientGone, HttpRequest
 from frontend.services import DISCONNECTED
 from shared import jsonutil
 
@@ -88,9 +88,10 @@ class AsgiAdapter:
 
     - every raw header: ASGI promises only an iterable, and Falcon's Request consumes it
       (merging duplicates), but a duplicated routing header must be rejected;
-    - the client's disconnect: once the body is read, a watcher awaits ``http.disconnect`` and
-      sets ``scope["mcpq.disconnected"]``, so a waiting synchronous call can stop its run
-      (see ``frontend.sync_call``);
+    - the client's disconnect: once the body is read, a handler that waits (a stream, a waiting
+      synchronous call, see ``frontend.sync_call``) may watch for ``http.disconnect`` through
+      ``scope["mcpq.disconnected"]`` (:class:`~frontend.http_types.ClientGone`), so it can stop
+      its run;
     - ``Retry-After`` on every 503, whichever route answers it (``/mcp``, ``/readyz``).
     """
 
@@ -102,27 +103,33 @@ class AsgiAdapter:
             await self.app(scope, receive, send)
             return
         headers = [(bytes(name), bytes(value)) for name, value in scope.get("headers", ())]
-        disconnected = asyncio.Event()
-        scope = {**scope, "headers": headers, "mcpq.disconnected": disconnected}
+        gone = ClientGone()
+        scope = {**scope, "headers": headers, "mcpq.disconnected": gone}
         watcher: asyncio.Task[None] | None = None
+        body_read = False
 
         async def watch() -> None:
             while (await receive())["type"] != "http.disconnect":
                 pass
-            disconnected.set()
+            gone.set()
+
+        def start_watching() -> None:
+            nonlocal watcher
+            watcher = asyncio.ensure_future(watch())
 
         async def receive_body() -> Any:
-            nonlocal watcher
-            if watcher is not None:
+            nonlocal body_read
+            if body_read:
                 # The body is read and our watcher owns receive(): a second reader (Falcon's
                 # own SSE disconnect watch) learns of the disconnect from it.
-                await disconnected.wait()
+                await gone.wait()
                 return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.disconnect":
-                disconnected.set()
-            elif not message.get("more_body") and watcher is None:
-                watcher = asyncio.ensure_future(watch())
+                gone.set()
+            elif not message.get("more_body"):
+                body_read = True
+                gone.arm(start_watching)  # watched only once a handler asks (ClientGone)
             return message
 
         async def send_reply(message: Any) -> None:

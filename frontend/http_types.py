@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,3 +32,38 @@ class HttpReply:
     headers: dict[str, str] = field(default_factory=dict)
     #: An SSE reply instead of ``body``: JSON-RPC messages, ``None`` for a keep-alive comment.
     stream: AsyncIterator[dict[str, Any] | None] | None = None
+
+
+class ClientGone:
+    """Whether the client of the request being served has gone away, as the server tells it
+    (ASGI's ``http.disconnect``). Nothing watches for it until a handler that waits asks
+    (:meth:`watch`: a stream, a waiting synchronous call): a request answered at once spends no
+    watcher on it (a task per request, started and cancelled, about a tenth of a ``tasks/get``)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self._start: Callable[[], None] | None = None
+        self._wanted = False
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def arm(self, start: Callable[[], None]) -> None:
+        """The request's body is in: ``start`` begins watching, now if a handler asked already."""
+        self._start = start
+        if self._wanted:
+            self.watch()
+
+    def watch(self) -> None:
+        """Watch for the disconnect from now on (once; nothing where the server cannot tell)."""
+        self._wanted = True
+        start, self._start = self._start, None
+        if start is not None:
+            start()
+
+    async def wait(self) -> None:
+        self.watch()
+        await self._event.wait()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 
 from frontend.auth import Authenticator
+from frontend.http_types import ClientGone
 from frontend.task_service import TaskService
 from shared.request_state import RequestStateSigner
 from shared.settings import Settings
@@ -16,7 +16,7 @@ from shared.tools import Registry
 #: The id of the MCP request being served; it travels with the Celery message to the worker.
 REQUEST_ID: ContextVar[str] = ContextVar("mcpq_request_id", default="")
 #: Set once the client of the request being served has gone away (if the server tells us).
-DISCONNECTED: ContextVar[asyncio.Event | None] = ContextVar("mcpq_disconnected", default=None)
+DISCONNECTED: ContextVar[ClientGone | None] = ContextVar("mcpq_disconnected", default=None)
 
 
 @dataclass

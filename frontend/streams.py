@@ -24,6 +24,7 @@ from typing import Any
 
 from frontend import replies
 from frontend.envelope import RpcRequest
+from frontend.http_types import ClientGone
 from frontend.replies import Message
 from frontend.services import Services
 from shared.errors import INTERNAL_ERROR, McpError
@@ -61,7 +62,7 @@ class Follow:
     on_input: Callable[[dict[str, Any]], Awaitable[Result]] | None = None
     abandon: Callable[[str], Awaitable[None]] | None = None
     related_task: str | None = None
-    gone: asyncio.Event | None = None
+    gone: ClientGone | None = None
     #: How long to follow (default ``MCPQ_STREAM_MAX_S``), and the error once that is up.
     limit_s: float | None = None
     limit_text: str = "No result within MCPQ_STREAM_MAX_S"
@@ -124,6 +125,8 @@ class _Follower:
 
     async def events(self) -> Events:
         spec = self.spec
+        if spec.gone is not None:
+            spec.gone.watch()  # this request waits: its client's leaving must be seen
         try:
             # Marked watched by the first read (_step), not by a round trip of its own.
             async with self.services.tasks.store.watch([spec.ref], mark=False) as watch:
@@ -237,7 +240,7 @@ async def watch_stream(
     render: Render,
     first: list[Message] | None = None,
     snapshot: bool = False,
-    gone: asyncio.Event | None = None,
+    gone: ClientGone | None = None,
     alive: Callable[[], Awaitable[bool]] | None = None,
 ) -> Events:
     """A notification stream (``subscriptions/listen``; a 2025-11-25 session's ``GET``): the
@@ -248,6 +251,8 @@ async def watch_stream(
     ``MCPQ_STREAM_MAX_S`` passes."""
     s = services.settings
     deadline = time.monotonic() + s.stream_max_s if s.stream_max_s > 0 else float("inf")
+    if gone is not None:
+        gone.watch()
     async with services.tasks.store.watch(refs or [], [scope] if scope else []) as watch:
         for message in first or []:
             yield message

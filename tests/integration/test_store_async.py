@@ -182,3 +182,34 @@ def test_an_unreachable_server_raises_store_unavailable_within_seconds(failure) 
         worker.redis.close()
         doomed.kill()  # SIGKILL ends a SIGSTOPped server too
     assert max(spent) < 3.0, spent
+
+
+# -- the web tier's client -------------------------------------------------------------------------
+def test_the_web_clients_connections_pack_with_hiredis_and_round_trip_every_argument_kind(
+    redis_process: RedisProcess,
+) -> None:
+    """The asyncio client packs commands with hiredis (redis-py packs its asyncio commands in
+    Python), byte for byte as redis-py would, and Redis reads them back as sent."""
+    settings = Settings.from_env({"REDIS_URL": redis_process.url})
+    args: tuple[Any, ...] = ("SET", "mcpq-test:pack", "ünï ✓")
+
+    async def round_trip() -> tuple[type, list[bytes], list[bytes], Any]:
+        client = async_client(settings)
+        try:
+            connection = await client.connection_pool.get_connection()
+            try:
+                kind = type(connection)
+                ours = connection.pack_command(*args, 12, 3.25, b"\x00raw")
+                python = AbstractConnection.pack_command(connection, *args, 12, 3.25, b"\x00raw")
+            finally:
+                await client.connection_pool.release(connection)
+            await client.execute_command(*args)
+            value = await client.execute_command("GETDEL", "mcpq-test:pack")
+            return kind, ours, python, value
+        finally:
+            await client.aclose()
+
+    kind, ours, python, value = asyncio.run(round_trip())
+    assert kind.__name__.startswith("Hiredis")
+    assert b"".join(ours) == b"".join(python)
+    assert value == "ünï ✓"

@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from frontend.edge import AsgiAdapter
+from frontend.http_types import ClientGone
 from frontend.transport import Addressing, split_host
 from ops.uvicorn_worker import host_warning, loopback_only
 from shared.limits import LimitExceeded, check_raw_depth, depth
@@ -325,3 +326,55 @@ def test_a_public_bind_without_a_public_name_is_warned_about() -> None:
     assert host_warning(Settings(), ["127.0.0.1:8000"]) is None
     assert host_warning(Settings(allowed_hosts=("mcp.example.com",)), public) is None
     assert host_warning(Settings(resource_url="https://mcp.example.com/mcp"), public) is None
+
+
+def test_a_request_answered_at_once_spends_no_watch_on_the_clients_disconnect(mcp: Mcp) -> None:
+    """Only a handler that waits watches for the disconnect (ClientGone): a plain request reads
+    its body and is answered, and nothing else calls the server's receive()."""
+    params = {"name": "echo", "arguments": {"text": "hi"}, "_meta": meta()}
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+    head = {**mcp.headers("tools/call", params), "Host": "falconframework.org"}
+    headers = [(k.lower().encode(), v.encode()) for k, v in head.items()]
+    headers.append((b"content-length", str(len(body)).encode()))
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/mcp",
+        "query_string": b"",
+        "headers": headers,
+    }
+    sent: list[dict[str, Any]] = []
+    received: list[str] = []
+
+    async def receive() -> dict[str, Any]:
+        received.append("receive")
+        if len(received) == 1:
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # a client that stays: the disconnect never comes
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(mcp.shim.app(scope, receive, send))
+    assert sent[0]["status"] == 200
+    assert received == ["receive"]
+
+
+def test_a_watch_asked_for_before_the_body_is_in_starts_once_it_is() -> None:
+    started: list[str] = []
+    gone = ClientGone()
+    gone.watch()  # nothing to start yet
+    assert started == []
+    gone.arm(lambda: started.append("watching"))
+    gone.watch()  # once only
+    assert started == ["watching"] and not gone.is_set()
+
+    async def left() -> None:
+        waiting = asyncio.ensure_future(gone.wait())
+        await asyncio.sleep(0)
+        gone.set()
+        await asyncio.wait_for(waiting, 1)
+
+    asyncio.run(left())
+    assert gone.is_set()
