@@ -76,8 +76,8 @@ def _make_job(tool_name: str) -> Any:
         hostname = self.request.hostname
 
         def on_state(state: str) -> None:
-            # Not self.send_event: Celery keeps the request per thread, and in an io pool the
-            # tool (which reports its state) runs in a thread of its own.
+            # Not self.send_event: Celery keeps the request per thread; this sends the state of
+            # this job whichever thread reports it.
             with app.events.default_dispatcher(hostname=hostname) as dispatcher:
                 dispatcher.send(f"task-{state}", uuid=job_id, retry=True)
 

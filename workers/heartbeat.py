@@ -6,8 +6,8 @@ sweeper knows the runs are alive: a prefork pool process holds one run, a thread
 may hold hundreds, and a thread and a connection per run would not scale. When a run's task
 turns out cancelled it interrupts the run (``on_cancel``: the context wakes, an async tool's
 task is cancelled); if the tool has still not returned after the grace period it stops the run
-(``terminate``: the pool process is killed, or the tool's thread abandoned; see
-``workers.execution``).
+(``terminate``: the pool process is killed, or the run abandoned and its io-pool job let go of;
+see ``workers.execution``).
 
 Renewing is automatic, so without a bound a hung tool (blocked forever outside ``ctx``) would
 keep its lease, its pool slot and its task ``working`` forever: the sweeper only recovers runs
@@ -95,7 +95,7 @@ class LeaseKeeper:
                 self._store.release(run.ref, run.gen)
             except Exception:  # the lease expires anyway; the sweeper then takes over
                 log.warning("could not hand back a run", exc_info=True)
-            run.terminate()  # an io run's job stops waiting for its tool thread
+            run.terminate()  # an io run is abandoned and its job let go of
         return len(runs)
 
     def _drop(self, run: KeptRun) -> None:
