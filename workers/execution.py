@@ -40,9 +40,8 @@ class RunAbandoned(BaseException):
 class ToolCall:
     """One call of a tool's function with its context and arguments."""
 
-    def __init__(self, call: Callable[[], Any], name: str) -> None:
+    def __init__(self, call: Callable[[], Any]) -> None:
         self._call = call
-        self._name = name
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Future[Any] | None = None

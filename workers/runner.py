@@ -175,7 +175,7 @@ def _execute(
         watch=watch,
         reports=deps.reports,
     )
-    call = ToolCall(lambda: tool.call(ctx, record.arguments), tool.name)
+    call = ToolCall(lambda: tool.call(ctx, record.arguments))
 
     def on_cancel(reply: Reply) -> None:
         ctx.interrupt(reply)

@@ -287,19 +287,21 @@ def test_a_store_outage_is_503_with_retry_after(make_mcp: Callable[..., Mcp]) ->
     assert reply.headers["retry-after"] == "2"
 
 
-def test_a_body_cut_short_is_not_served(mcp: Mcp) -> None:
+def echo_call(mcp: Mcp, *, announced_extra: int = 0) -> tuple[bytes, dict[str, Any]]:
+    """A raw ASGI ``tools/call`` of echo: its body, and its scope (``Content-Length`` announcing
+    ``announced_extra`` bytes more than the body)."""
     params = {"name": "echo", "arguments": {"text": "hi"}, "_meta": meta()}
     body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
     head = {**mcp.headers("tools/call", params), "Host": "falconframework.org"}
     headers = [(k.lower().encode(), v.encode()) for k, v in head.items()]
-    headers.append((b"content-length", str(len(body) + 100).encode()))
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/mcp",
-        "query_string": b"",
-        "headers": headers,
-    }
+    headers.append((b"content-length", str(len(body) + announced_extra).encode()))
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "query_string": b""}
+    scope["headers"] = headers
+    return body, scope
+
+
+def test_a_body_cut_short_is_not_served(mcp: Mcp) -> None:
+    body, scope = echo_call(mcp, announced_extra=100)
     # The adapter inside the app under test, reached through the unit tests' shim.
     app = mcp.shim.app
     sent: list[dict[str, Any]] = []
@@ -331,18 +333,7 @@ def test_a_public_bind_without_a_public_name_is_warned_about() -> None:
 def test_a_request_answered_at_once_spends_no_watch_on_the_clients_disconnect(mcp: Mcp) -> None:
     """Only a handler that waits watches for the disconnect (ClientGone): a plain request reads
     its body and is answered, and nothing else calls the server's receive()."""
-    params = {"name": "echo", "arguments": {"text": "hi"}, "_meta": meta()}
-    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
-    head = {**mcp.headers("tools/call", params), "Host": "falconframework.org"}
-    headers = [(k.lower().encode(), v.encode()) for k, v in head.items()]
-    headers.append((b"content-length", str(len(body)).encode()))
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/mcp",
-        "query_string": b"",
-        "headers": headers,
-    }
+    body, scope = echo_call(mcp)
     sent: list[dict[str, Any]] = []
     received: list[str] = []
 

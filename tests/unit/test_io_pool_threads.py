@@ -161,7 +161,7 @@ def test_abandoning_a_busy_tool_raises_into_its_thread_and_ends_the_run() -> Non
         while True:  # deaf to its cancel, but running Python: the exception lands
             time.sleep(0.001)
 
-    call = ToolCall(busy, "busy")
+    call = ToolCall(busy)
     thread, outcome = run_in_thread(call)
     assert spinning.wait(5)
     assert call.abandon() is True
@@ -172,16 +172,16 @@ def test_abandoning_a_busy_tool_raises_into_its_thread_and_ends_the_run() -> Non
 
 
 def test_a_finished_call_is_not_abandoned_and_its_thread_gets_nothing_later() -> None:
-    call = ToolCall(lambda: "ok", "quick")
+    call = ToolCall(lambda: "ok")
     assert call.here() == "ok"
     assert call.abandon() is False
     time.sleep(0.01)  # nothing was raised into this thread: it goes on
-    assert ToolCall(lambda: "next", "quick").here() == "next"
+    assert ToolCall(lambda: "next").here() == "next"
 
 
 def test_a_call_abandoned_before_it_starts_never_runs() -> None:
     ran: list[bool] = []
-    call = ToolCall(lambda: ran.append(True), "late")
+    call = ToolCall(lambda: ran.append(True))
     assert call.abandon() is True
     with pytest.raises(RunAbandoned):
         call.here()
@@ -200,7 +200,7 @@ def test_an_async_tool_runs_on_the_calling_thread_and_interrupt_cancels_it() -> 
         await asyncio.sleep(30)
         return "slept"
 
-    call = ToolCall(waits, "waits")
+    call = ToolCall(waits)
     thread, outcome = run_in_thread(call)
     assert awaiting.wait(5)
     assert where["thread"] is thread
