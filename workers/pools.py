@@ -7,7 +7,9 @@ job would hold its thread, and its Celery slot, for as long as the tool runs. He
 used to run on a thread of its own while its job waited: two thread hand-offs per run, which
 on a no-op run cost more than the run (context switches, GIL hand-offs, cold caches). Here:
 
-- ``limit`` threads take jobs from one queue; each runs its job, and the tool, on itself;
+- up to ``limit`` threads (started as jobs need them) each run a job, and its tool, on
+  themselves; the thread that went idle last takes the next job, and when all are busy jobs
+  wait in order;
 - a job whose tool must be stopped is **let go of** (:meth:`Slot.let_go`, called by the lease
   keeper through ``workers.execution``): Celery is answered at once as for a job that raised
   ``Ignore`` (the message is acked, nothing is stored), another thread takes the slot's place,
@@ -162,6 +164,7 @@ class IoPool(BasePool):
 
     def _serve(self, me: _Thread) -> None:
         job, me.first = me.first, None
+        slot: Slot | None = None
         try:
             while job is not None or (job := self._next(me)) is not None:
                 target, args, kwargs, callback, accept_callback = job
@@ -179,7 +182,12 @@ class IoPool(BasePool):
                     return  # its slot went to another thread
         except BaseException:
             # A late TaskCancelled meant for a run that was let go of may land anywhere in
-            # here: this thread's slot went to another one already, so it just ends.
+            # here: this thread's slot went to another one already, so it just ends. Anything
+            # else is a fault of the pool's own: the thread ends and gives its slot back.
+            if slot is None or not slot.let_go_of:
+                log.exception("io pool thread failed")
+                with self._lock:
+                    self._slots -= 1
             return
         finally:
             with self._lock:

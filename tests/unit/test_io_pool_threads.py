@@ -207,3 +207,22 @@ def test_an_async_tool_runs_on_the_calling_thread_and_interrupt_cancels_it() -> 
     call.interrupt()
     thread.join(5)
     assert isinstance(outcome["raised"], TaskCancelled)
+
+
+def test_a_pool_thread_that_fails_gives_its_slot_back(pool: IoPool) -> None:
+    answers = Answers()
+    fail_once = [True]
+    real_next = pool._next
+
+    def next_job(me: Any) -> Any:
+        if fail_once:
+            fail_once.clear()
+            raise RuntimeError("the pool's own fault")
+        return real_next(me)
+
+    pool._next = next_job  # type: ignore[method-assign]
+    pool.apply_async(lambda: "first", callback=answers.callback)
+    assert answers.wait_for(1) == ["first"]
+    until(lambda: pool.threads == 0)  # its thread ended after the job, on the fault
+    pool.apply_async(lambda: "second", callback=answers.callback)  # the only slot is free again
+    assert answers.wait_for(2) == ["first", "second"]
