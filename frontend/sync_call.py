@@ -108,7 +108,7 @@ async def resume(
         raise gone
     ref = task_ref(task_id)
     try:
-        record, _ = await services.tasks.get(req.owner, ref)
+        record, _ = await services.tasks.get(req.owner, ref, call=True)  # its arguments
     except TaskNotFound:
         raise gone from None
     digest = arguments_digest(tool.name, arguments)

@@ -190,10 +190,11 @@ class TaskService:
         await self.store.mark_enqueued(run.ref, int(self.settings.requeue_unstarted_s * 1000))
 
     async def get(
-        self, owner: str, ref: str, *, watching: bool = False
+        self, owner: str, ref: str, *, watching: bool = False, call: bool = False
     ) -> tuple[TaskRecord, dict[str, Any]]:
-        """``watching``: the caller follows the task's changes (see ``AsyncTaskStore.get``)."""
-        return await self.store.get(ref, owner, watching=watching)
+        """``watching``: the caller follows the task's changes; ``call``: with the call's own
+        fields (arguments...) too (see ``AsyncTaskStore.get``)."""
+        return await self.store.get(ref, owner, watching=watching, call=call)
 
     async def answer(
         self, owner: str, ref: str, responses: dict[str, Any], request_id: str = ""

@@ -213,15 +213,17 @@ class AsyncTaskStore:
         return await self.run(calls.cancel(self._keys, ref, owner, message, self._payloads))
 
     async def get(
-        self, ref: str, owner: str, *, watching: bool = False
+        self, ref: str, owner: str, *, watching: bool = False, call: bool = False
     ) -> tuple[TaskRecord, dict[str, Any]]:
         """The task and its outstanding input requests, in one round trip (one script, so the
         two are read at one instant). Another principal's task reads as unknown.
         ``watching``: the caller holds a :meth:`watch` of the task opened with ``mark=False``;
-        this read marks the task watched (its changes are pushed from now on)."""
+        this read marks the task watched (its changes are pushed from now on). ``call``: the
+        record carries the call's arguments, capabilities and pre-answers too (else they are
+        empty: a poll needs the task's state, and leaves them sealed in Redis)."""
         # The owner is compared inside Redis: unknown, expired and another principal's task
         # read exactly alike, in reply and in timing (an id must not reveal that it exists).
-        found = await self.run(reads.read(self._keys, ref, owner, watching=watching))
+        found = await self.run(reads.read(self._keys, ref, owner, watching=watching, call=call))
         if found is None:
             raise TaskNotFound()
         task, inputs = found

@@ -10,12 +10,13 @@ from shared.store.keys import Keys
 
 
 def read(
-    k: Keys, ref: str, owner: str, *, watching: bool = False
+    k: Keys, ref: str, owner: str, *, watching: bool = False, call: bool = False
 ) -> ScriptCall[tuple[dict[str, str], dict[str, str]] | None]:
     """The task's fields and its outstanding inputs, or ``None`` (unknown, or not ``owner``'s:
     the script does not tell them apart, in its reply or its work). ``watching``: the caller
     is subscribed to the task's changes (``AsyncTaskStore.watch``); from this read on they are
-    pushed to it (see ``publish`` in ``lua/_prelude.lua``)."""
+    pushed to it (see ``publish`` in ``lua/_prelude.lua``). ``call``: the call's own fields
+    too (arguments, capabilities, pre-answers); a poll leaves them in Redis."""
 
     def pairs(flat: list[str]) -> dict[str, str]:
         return dict(zip(flat[::2], flat[1::2], strict=True))
@@ -23,7 +24,8 @@ def read(
     def parse(r: list[list[str]]) -> tuple[dict[str, str], dict[str, str]] | None:
         return (pairs(r[0]), pairs(r[1])) if r else None
 
-    return ScriptCall("read", [k.task(ref), k.inputs(ref)], [owner, "1" if watching else ""], parse)
+    flags = ["1" if watching else "", "1" if call else ""]
+    return ScriptCall("read", [k.task(ref), k.inputs(ref)], [owner, *flags], parse)
 
 
 def mark_watched(k: Keys, refs: Sequence[str]) -> list[ScriptCall[int]]:

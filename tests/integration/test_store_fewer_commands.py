@@ -229,6 +229,23 @@ def test_changes_are_pushed_only_once_the_task_is_watched(
     assert watched == [store.keys.task(ref)]
 
 
+def test_a_poll_reads_the_task_without_the_call_that_made_it(
+    store: WhiteBoxStore, tasks: TaskFactory
+) -> None:
+    ref = tasks.new(arguments={"text": "x" * 4000})
+    found = store.read(ref, tasks.owner)
+    assert found is not None
+    polled, _ = found
+    # The state a tasks/get shows is there; the call's own (largest) fields stay in Redis.
+    assert polled["status"] == "working" and polled["owner"] == tasks.owner
+    assert {"args", "caps", "pre"}.isdisjoint(polled)
+    found = store.read(ref, tasks.owner, call=True)  # a synchronous call's retry compares them
+    assert found is not None
+    full, _ = found
+    assert {"args", "caps", "pre"} <= set(full)
+    assert {k: v for k, v in full.items() if k not in {"args", "caps", "pre"}} == polled
+
+
 def test_marking_skips_gone_and_ended_tasks(store: WhiteBoxStore, tasks: TaskFactory) -> None:
     live = tasks.new()
     ended, gen = tasks.running()

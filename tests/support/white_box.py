@@ -33,9 +33,9 @@ class WhiteBoxStore(TaskStore):
         are published from now on. How many were marked."""
         return sum(self.run(call) for call in reads.mark_watched(self.keys, refs))
 
-    def read(self, ref: str, owner: str, *, watching: bool = False) -> Any:
+    def read(self, ref: str, owner: str, *, watching: bool = False, call: bool = False) -> Any:
         """``tasks/get``'s script, as the web runs it (``AsyncTaskStore.get``)."""
-        return self.run(reads.read(self.keys, ref, owner, watching=watching))
+        return self.run(reads.read(self.keys, ref, owner, watching=watching, call=call))
 
 
 class _AlwaysConfirmed:

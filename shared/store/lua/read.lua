@@ -2,12 +2,27 @@
 -- KEYS[1] task hash, KEYS[2] inputs hash
 -- ARGV[1] owner, ARGV[2] '1' when the reader watches the task (subscribed to its changes first:
 -- it is marked watched here, in the same step as the read, so the changes it did not read are
--- all pushed; see publish in _prelude.lua)
+-- all pushed; see publish in _prelude.lua), ARGV[3] '1' when the reader wants the call itself
+-- (its arguments, capabilities and pre-answers: CALL_FIELDS), else they are left out
 -- returns {} when the task is unknown, expired or another principal's: alike, and after the
 --         same work (one HGET), so neither the reply nor its timing tells them apart (nothing
 --         of another principal's task leaves Redis); else {task field/values, input field/values}
 if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return {} end
-local task = redis.call('HGETALL', KEYS[1])
+local all = redis.call('HGETALL', KEYS[1])
+-- A poll (tasks/get, a stream's step) needs the task's state, not the call that made it: the
+-- call's fields are the hash's largest (arguments up to MCPQ_MAX_ARGUMENT_BYTES), and every
+-- one that leaves Redis is decrypted by the reader.
+local CALL_FIELDS = {args = true, caps = true, pre = true}
+local task = all
+if ARGV[3] ~= '1' then
+  task = {}
+  for i = 1, #all, 2 do
+    if not CALL_FIELDS[all[i]] then
+      task[#task + 1] = all[i]
+      task[#task + 1] = all[i + 1]
+    end
+  end
+end
 local status, watched
 for i = 1, #task, 2 do
   if task[i] == 'status' then
