@@ -39,6 +39,17 @@ from shared.tools import Tool
 log = logging.getLogger("mcpq.web")
 
 
+def new_task_id() -> str:
+    """A fresh taskId: URL-safe base64 of 256 random bits (the id is the bearer of the task),
+    never with a leading ``-``, which a command line reads as an option (``mcpq task get -x…``
+    failed for one id in 64). Such a draw is drawn again rather than altered, so every id that
+    can come out is as likely as any other (entropy 255.98 bits)."""
+    while True:
+        task_id = secrets.token_urlsafe(32)
+        if not task_id.startswith("-"):
+            return task_id
+
+
 @dataclass(frozen=True)
 class Once:
     """A task-creating ``requestState``: its id and expiry (epoch ms). The create marks it
@@ -111,7 +122,7 @@ class TaskService:
         """
         s = self.settings
         self.rate_gate(owner)
-        task_id = secrets.token_urlsafe(32)  # 256 bits: the id is the bearer of the task
+        task_id = new_task_id()
         ref = task_ref(task_id)
         tool_ttl = tool.ttl(s.default_ttl_ms)
         if not sync and ttl_ms is not None:

@@ -69,7 +69,10 @@ def add_parsers(sub: Any) -> None:
         ("cancel", "cancel the task"),
     ):
         action = task_sub.add_parser(name, help=text)
-        action.add_argument("task_id", metavar="TASK_ID")
+        # (An id with a leading '-', which mcpq no longer hands out, goes after `--`.)
+        action.add_argument(
+            "task_id", metavar="TASK_ID", help="the taskId (after -- if it starts with -)"
+        )
         if name in {"watch", "answer"}:
             action.add_argument("--sampling-command", metavar="CMD")
         _common(action)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from frontend import task_service
 from shared.results import call_tool_result
 from shared.store import task_ref
 from shared.store.records import TaskRecord
@@ -110,6 +111,18 @@ def test_create_task_result_is_exactly_the_flat_task(
     assert {k: got[k] for k in CREATE_FIELDS - {"resultType", "_meta"}} == {
         k: result[k] for k in CREATE_FIELDS - {"resultType", "_meta"}
     }
+
+
+def test_a_task_id_never_starts_with_a_dash(mcp: Mcp, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A command line reads a leading '-' as an option (`mcpq task get -x...`): such a draw is
+    # drawn again, never altered (every id that can come out stays equally likely).
+    draws = iter(["-" + "A" * 42, "B" * 43])
+    monkeypatch.setattr(task_service.secrets, "token_urlsafe", lambda _: next(draws))
+    assert mcp.call("echo", {"text": "hi"}).result["taskId"] == "B" * 43
+    monkeypatch.undo()
+    ids = {task_service.new_task_id() for _ in range(2000)}  # a dash first in 1 of 64 before
+    assert len(ids) == 2000 and not any(i.startswith("-") for i in ids)
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{43}", i) for i in ids)
 
 
 def test_the_task_is_persisted_with_validated_arguments_and_caps(mcp: Mcp) -> None:
