@@ -137,7 +137,10 @@ class Stack:
         stop_groups([c.popen for c in children], timeout=STOP_TIMEOUT_S)
         self.stopped.extend(children)
         self.webs, self.web_urls, self.workers, self.extras = [], [], [], []
-        self._store = None
+        if self._store is not None:
+            # Its counts written while its Redis is still up (else lost, and said so at exit).
+            self._store.close()
+            self._store = None
         if self.redis_server is not None:
             self.redis_server.close()
         if self._redis_log is not None:

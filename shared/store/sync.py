@@ -68,6 +68,12 @@ class TaskStore:
         }
         self._clock = RedisClock()
 
+    def close(self) -> None:
+        """Write the counts still tallied, and close the client (a store that owns it)."""
+        if self._tally is not None:
+            self._tally.close()
+        self._redis.close()
+
     # -- the two ways in: a script, or a plain pipeline ----------------------------------------
     def now_ms(self) -> int:
         """Redis's time (``shared.store.clock``): a ``TIME`` round trip once in a while."""

@@ -56,6 +56,15 @@ class StatsTally:
 
     def flush(self) -> bool:
         """Write what accumulated; False (and kept for the next round) when Redis fails."""
+        return self._write(last=False)
+
+    def close(self) -> None:
+        """The last write (at exit, or when the store closes): what it cannot write is lost."""
+        self._stop.set()
+        atexit.unregister(self.close)
+        self._write(last=True)
+
+    def _write(self, *, last: bool) -> bool:
         with self._lock:
             counts, self._counts = self._counts, {}
         if not counts:
@@ -69,16 +78,20 @@ class StatsTally:
             pipe.execute()
             return True
         except redis.RedisError as exc:
+            cause = type(exc).__name__
+            if last:
+                log.warning(
+                    "%d stats counts lost: Redis failed their last write (%s)",
+                    sum(counts.values()),
+                    cause,
+                )
+                return False
             # Put back: a count is written once, late, or (the process killed first) not at all.
             with self._lock:
                 for name, n in counts.items():
                     self._counts[name] = self._counts.get(name, 0) + n
-            log.warning("stats counters not written yet: %s", type(exc).__name__)
+            log.warning("stats counters not written yet: %s", cause)
             return False
-
-    def close(self) -> None:
-        self._stop.set()
-        self.flush()
 
     def _loop(self) -> None:
         while not self._stop.wait(self._every_s):

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -332,10 +333,20 @@ def test_a_tallied_store_counts_creates_and_outcomes_in_one_write_later(
     assert tally.pending() == {} and tally.flush()  # nothing left: nothing written twice
 
 
-def test_counts_wait_for_a_redis_that_failed_their_write(tasks: TaskFactory) -> None:
+def test_counts_wait_for_a_redis_that_failed_their_write(
+    tasks: TaskFactory, caplog: pytest.LogCaptureFixture
+) -> None:
     # A client that cannot connect: the counts are kept for the next round
     dead = redis.Redis(port=1, socket_connect_timeout=0.2)
     tally = StatsTally(lambda: dead, every_s=3600)
     tally.add("stats", "created:echo", 2)
     assert tally.flush() is False
     assert tally.pending() == {("stats", "created:echo"): 2}
+    # The last write (at exit, or when its store closes) cannot keep them: it says they are lost
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mcpq.store"):
+        tally.close()
+    assert tally.pending() == {}
+    assert [r.getMessage() for r in caplog.records] == [
+        "2 stats counts lost: Redis failed their last write (ConnectionError)"
+    ]
