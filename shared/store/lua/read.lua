@@ -10,7 +10,7 @@
 if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return {} end
 local all = redis.call('HGETALL', KEYS[1])
 -- A poll (tasks/get, a stream's step) needs the task's state, not the call that made it: the
--- call's fields are the hash's largest (arguments up to MCPQ_MAX_ARGUMENT_BYTES), and every
+-- call's fields are the hash's largest (arguments up to MCPQ_MAX_ARGUMENTS_BYTES), and every
 -- one that leaves Redis is decrypted by the reader.
 local CALL_FIELDS = {args = true, caps = true, pre = true}
 local task = all
