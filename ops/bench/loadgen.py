@@ -11,8 +11,9 @@ import statistics
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -50,6 +51,15 @@ class Result:
     #: CPU time the hypervisor took from this machine during the measurement (``/proc/stat``
     #: steal, all CPUs): on a shared VM, phases with steal are slower for reasons not ours.
     steal_s: float = 0.0
+    #: Where the 1-client end to end goes, seen by the client: its ``tools/call`` and
+    #: ``tasks/get`` round trips (p50), and how many ``tasks/get`` each task took (share of
+    #: tasks by count): e2e ≈ call + polls * get + (polls - 1) * 2 ms.
+    e2e_call_p50_ms: float = 0.0
+    e2e_get_p50_ms: float = 0.0
+    e2e_polls: dict[int, float] = field(default_factory=dict)
+    #: Seen by the server (mcpq only: its task records' Redis-clock times, ms resolution, a
+    #: mean): from the create script to the finish script, the worker's part of the e2e.
+    e2e_run_mean_ms: float | None = None
 
     def render(self, title: str = "mcpq") -> str:
         return "\n".join(
@@ -60,6 +70,7 @@ class Result:
                 f"  completed/s (create+poll) {self.completed_per_s:9.1f}",
                 f"  end to end, 1 client      p50 {self.e2e_p50_ms:6.2f} ms   "
                 f"p99 {self.e2e_p99_ms:6.2f} ms",
+                *self._breakdown(),
                 f"  tasks/get                 p50 {self.get_p50_ms:6.2f} ms   "
                 f"p99 {self.get_p99_ms:6.2f} ms",
                 f"  PSS of web + worker       {self.pss_mib:9.1f} MiB",
@@ -75,6 +86,16 @@ class Result:
                 + ("  (noisy: latencies may be the host's)" if self.steal_s >= 0.1 else ""),
             ]
         )
+
+    def _breakdown(self) -> list[str]:
+        polls = ", ".join(f"{n}: {share:.0%}" for n, share in sorted(self.e2e_polls.items()))
+        lines = [
+            f"    of which tools/call p50 {self.e2e_call_p50_ms:.2f} ms, tasks/get p50 "
+            f"{self.e2e_get_p50_ms:.2f} ms; tasks/get per task {polls}"
+        ]
+        if self.e2e_run_mean_ms is not None:
+            lines.append(f"    create -> finish in Redis   {self.e2e_run_mean_ms:.2f} ms (mean)")
+        return lines
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -237,18 +258,45 @@ async def _drain(load: Load, last: list[str], total: int, started: float) -> flo
     return total / (time.time() - started)
 
 
-async def _end_to_end(load: Load, tasks: int) -> list[float]:
+@dataclass
+class EndToEnd:
+    """The 1-client phase, per task: sent → ``completed`` seen, its ``tools/call`` round trip,
+    its ``tasks/get`` round trips; and the ids."""
+
+    e2e: list[float] = field(default_factory=list)
+    calls: list[float] = field(default_factory=list)
+    gets: list[list[float]] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+
+
+async def _end_to_end(load: Load, tasks: int) -> EndToEnd:
     """One client: ``tools/call`` sent → ``completed`` seen, polling every 2 ms."""
-    e2e: list[float] = []
+    out = EndToEnd()
     async with RawClient(load.url) as http:
         await load.create(http)
         for _ in range(tasks):
             sent = time.perf_counter()
             one = await load.create(http)
-            if one is not None:
-                await load.until_done(http, one, 0.002)
-                e2e.append((time.perf_counter() - sent) * 1000)
-    return e2e
+            if one is None:
+                continue
+            called = time.perf_counter()
+            gets: list[float] = []
+            deadline = called + 60
+            while time.perf_counter() < deadline:
+                asked = time.perf_counter()
+                status = await load.status(http, one)
+                gets.append((time.perf_counter() - asked) * 1000)
+                if status in {"completed", "failed", "cancelled"}:
+                    break
+                await asyncio.sleep(0.002)
+            else:
+                load.failures += 1
+                continue
+            out.e2e.append((time.perf_counter() - sent) * 1000)
+            out.calls.append((called - sent) * 1000)
+            out.gets.append(gets)
+            out.ids.append(one)
+    return out
 
 
 @dataclass
@@ -394,14 +442,18 @@ def measure(
     seconds: float,
     tasks: int,
     procs: int,
+    run_ms: Callable[[list[str]], float] | None = None,
 ) -> Result:
-    """Every phase against the server at ``url``; PSS of the ``servers`` process trees."""
+    """Every phase against the server at ``url``; PSS of the ``servers`` process trees.
+    ``run_ms``: the server's own mean create → finish time of the 1-client phase's tasks."""
     load = Load(url)
     stolen = steal_s()
     measured = phases(load, clients, seconds, tasks, procs)
     costs = asyncio.run(per_task_costs(load, tasks, stack.redis_url))
     pss = pss_mib([p for child in servers for p in process_tree(child.popen.pid)])
-    e2e, gets = measured["e2e"] or [0.0], measured["gets"] or [0.0]
+    timed: EndToEnd = measured["e2e"]
+    e2e, gets = timed.e2e or [0.0], measured["gets"] or [0.0]
+    polls = Counter(len(one) for one in timed.gets)
     return Result(
         clients,
         measured["created_per_s"],
@@ -419,6 +471,10 @@ def measure(
         costs.top,
         load.failures,
         steal_s() - stolen,
+        statistics.median(timed.calls or [0.0]),
+        statistics.median([ms for one in timed.gets for ms in one] or [0.0]),
+        {n: count / len(timed.gets) for n, count in sorted(polls.items())},
+        run_ms(timed.ids) if run_ms is not None and timed.ids else None,
     )
 
 

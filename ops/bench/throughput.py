@@ -12,7 +12,9 @@ so that the generator is not what limits the rates. Measures, in one run:
 - **completed/s**, 20 clients each creating a task and polling it (every 10 ms) to completion,
   again and again;
 - **end to end**, 1 client: ``tools/call`` sent → ``completed`` seen, polling every 2 ms
-  (p50/p99 of ``--tasks`` tasks);
+  (p50/p99 of ``--tasks`` tasks), and where it goes: the ``tools/call`` and ``tasks/get``
+  round trips, how many ``tasks/get`` each task took, and (mcpq) the time from the create
+  script to the finish script by the task records;
 - **tasks/get** p50/p99, 20 clients polling existing tasks;
 - **PSS** (not RSS: forked children share pages) of every web and worker process after the run;
 - **Redis commands per task** (counted with ``MONITOR``: every command, those inside scripts
@@ -65,9 +67,26 @@ def run(clients: int, seconds: float, tasks: int, procs: int, workdir: Path) -> 
         stack.start_web()
         worker = stack.spawn_pool("mcpq", "throughput", concurrency=None)
         wait_until(lambda: stack.stats().workers, timeout=60, interval=0.2, message="a worker")
-        return measure(stack, stack.url(), [*stack.webs, worker], clients, seconds, tasks, procs)
+        servers = [*stack.webs, worker]
+
+        def run_ms(ids: list[str]) -> float:
+            with redis.Redis.from_url(stack.redis_url, decode_responses=True) as admin:
+                return _run_ms(admin, Keys(), ids)
+
+        return measure(stack, stack.url(), servers, clients, seconds, tasks, procs, run_ms)
     finally:
         stack.close()
+
+
+def _run_ms(admin: redis.Redis, keys: Keys, ids: list[str]) -> float:
+    """Mean time from the create script to the finish script of finished tasks, by their
+    records (Redis's clock, ms resolution: a mean over many tasks is still fair)."""
+    took: list[int] = []
+    for task_id in ids:
+        created, updated = admin.hmget(keys.task(task_ref(task_id)), "created_ms", "updated_ms")
+        if created is not None and updated is not None:
+            took.append(int(updated) - int(created))
+    return sum(took) / len(took) if took else 0.0
 
 
 @dataclass

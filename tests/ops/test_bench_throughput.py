@@ -33,6 +33,12 @@ def test_the_throughput_benchmark_runs_every_phase() -> None:
         assert result[rate] > 0, (rate, result)
     assert 0 < result["e2e_p50_ms"] <= result["e2e_p99_ms"]
     assert 0 < result["get_p50_ms"] <= result["get_p99_ms"]
+    # Its breakdown: the call's and the polls' round trips, and polls per task (shares of 1)
+    assert 0 < result["e2e_call_p50_ms"] < result["e2e_p99_ms"]
+    assert 0 < result["e2e_get_p50_ms"] < result["e2e_p99_ms"]
+    assert min(map(int, result["e2e_polls"])) >= 1
+    assert sum(result["e2e_polls"].values()) == pytest.approx(1.0)
+    assert 0 <= result["e2e_run_mean_ms"] < result["e2e_p99_ms"]  # from mcpq's own records
     assert result["pss_mib"] > 20  # every web and worker process was found
     assert result["redis_commands_per_task"] >= result["client_commands_per_task"] > 0
     assert result["client_commands_per_task"] >= result["round_trips_per_task"] > 0
@@ -43,6 +49,7 @@ def test_the_throughput_benchmark_runs_every_phase() -> None:
     assert peer["failures"] == 0 and peer["clients"] == 3
     assert peer["created_per_s"] > 0 and peer["completed_per_s"] > 0
     assert peer["pss_mib"] > 20  # its server and its worker were found
+    assert peer["e2e_polls"] and peer["e2e_run_mean_ms"] is None  # its records are not read
     assert set(result["ratios"]) >= {"created_per_s", "completed_per_s", "get_p99_ms", "pss_mib"}
     waiting = result["waiting"]
     assert waiting["runs"] == 30
