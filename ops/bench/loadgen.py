@@ -88,7 +88,10 @@ class Result:
         )
 
     def _breakdown(self) -> list[str]:
-        polls = ", ".join(f"{n}: {share:.0%}" for n, share in sorted(self.e2e_polls.items()))
+        polls = ", ".join(
+            f"{n}: {share:.0%}" if share >= 0.01 else f"{n}: <1%"
+            for n, share in sorted(self.e2e_polls.items())
+        )
         lines = [
             f"    of which tools/call p50 {self.e2e_call_p50_ms:.2f} ms, tasks/get p50 "
             f"{self.e2e_get_p50_ms:.2f} ms; tasks/get per task {polls}"
