@@ -156,13 +156,20 @@ class Load:
         result = await self.call(http, "tasks/get", {"taskId": task_id}, task_id)
         return None if result is None else str(result["status"])
 
-    async def until_done(self, http: Http, task_id: str, every_s: float) -> None:
+    async def until_done(self, http: Http, task_id: str, every_s: float) -> list[float] | None:
+        """Poll until the task ends: each ``tasks/get``'s round trip (ms), or ``None`` (and a
+        failure counted) when it has not ended within a minute."""
+        took: list[float] = []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if await self.status(http, task_id) in {"completed", "failed", "cancelled"}:
-                return
+            asked = time.perf_counter()
+            status = await self.status(http, task_id)
+            took.append((time.perf_counter() - asked) * 1000)
+            if status in {"completed", "failed", "cancelled"}:
+                return took
             await asyncio.sleep(every_s)
         self.failures += 1
+        return None
 
 
 async def _clients(
@@ -283,17 +290,8 @@ async def _end_to_end(load: Load, tasks: int) -> EndToEnd:
             if one is None:
                 continue
             called = time.perf_counter()
-            gets: list[float] = []
-            deadline = called + 60
-            while time.perf_counter() < deadline:
-                asked = time.perf_counter()
-                status = await load.status(http, one)
-                gets.append((time.perf_counter() - asked) * 1000)
-                if status in {"completed", "failed", "cancelled"}:
-                    break
-                await asyncio.sleep(0.002)
-            else:
-                load.failures += 1
+            gets = await load.until_done(http, one, 0.002)
+            if gets is None:
                 continue
             out.e2e.append((time.perf_counter() - sent) * 1000)
             out.calls.append((called - sent) * 1000)
