@@ -1,6 +1,7 @@
 """The benchmarks' load generator: MCP clients (2026-07-28 wire, the Tasks extension declared)
 on asyncio HTTP connections, spread over processes, and what one measuring run reports
-(``Result``, ``measure``). Used by ``ops.bench.throughput`` against mcpq and its peer."""
+(``Result``, ``measure``). Used by ``ops.bench.throughput`` against mcpq and its peer, both
+up at once and measured phase by phase in turn."""
 
 from __future__ import annotations
 
@@ -233,31 +234,80 @@ def spread(
     }
 
 
-def phases(load: Load, clients: int, seconds: float, tasks: int, procs: int) -> dict[str, Any]:
+@dataclass
+class Target:
+    """One deployment under test: its stack (its private Redis), its MCP endpoint, its server
+    processes (for PSS) and, for mcpq, how to read its own create → finish time (``run_ms``)."""
+
+    stack: Stack
+    url: str
+    servers: list[Child]
+    run_ms: Callable[[list[str]], float] | None = None
+
+
+class _Phases:
+    """What the phases found for one target, and the host's steal during them."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.load = Load(target.url)
+        self.ids: list[str] = []
+        self.created_per_s = self.drained_per_s = self.completed_per_s = 0.0
+        self.e2e = EndToEnd()
+        self.gets: list[float] = []
+        self.costs: Costs | None = None
+        self.steal_s = 0.0
+
+
+def _interleaved(found: list[_Phases], phase: Callable[[_Phases], None], turn: int) -> None:
+    """One phase against every target in turn, the first one alternating from phase to phase:
+    a drift of the host (a noisy neighbour, a slower stretch) falls on all of them alike."""
+    order = found[turn % len(found) :] + found[: turn % len(found)]
+    for one in order:
+        stolen = steal_s()
+        phase(one)
+        one.steal_s += steal_s() - stolen
+
+
+def _phases(found: list[_Phases], clients: int, seconds: float, tasks: int, procs: int) -> None:
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(procs, mp_context=context) as pool:
-        # Warm-up: the generator processes start, the server's connections and caches fill.
-        spread(pool, procs, load.url, "create", procs, 0.0)
-        started = time.time()
-        created = spread(pool, procs, load.url, "create", clients, seconds)
-        ids = created["created"]
-        created_per_s = len(ids) / (time.time() - started)
-        drained_per_s = asyncio.run(_drain(load, ids[-clients:], len(ids), started))
-        started = time.time()
-        cycled = spread(pool, procs, load.url, "cycle", clients, seconds)
-        completed_per_s = cycled["done"] / (time.time() - started)
-        e2e = asyncio.run(_end_to_end(load, tasks))
-        polled = spread(
-            pool, procs, load.url, "get", clients, seconds, ids[: clients * 4] or ["none"]
-        )
-    load.failures += created["failures"] + cycled["failures"] + polled["failures"]
-    return {
-        "created_per_s": created_per_s,
-        "drained_per_s": drained_per_s,
-        "completed_per_s": completed_per_s,
-        "e2e": e2e,
-        "gets": polled["gets"],
-    }
+
+        def warm(one: _Phases) -> None:
+            # The generator processes start, the server's connections and caches fill.
+            spread(pool, procs, one.load.url, "create", procs, 0.0)
+
+        def create(one: _Phases) -> None:
+            started = time.time()
+            created = spread(pool, procs, one.load.url, "create", clients, seconds)
+            one.ids = created["created"]
+            one.created_per_s = len(one.ids) / (time.time() - started)
+            last = one.ids[-clients:]
+            one.drained_per_s = asyncio.run(_drain(one.load, last, len(one.ids), started))
+            one.load.failures += created["failures"]
+
+        def cycle(one: _Phases) -> None:
+            started = time.time()
+            cycled = spread(pool, procs, one.load.url, "cycle", clients, seconds)
+            one.completed_per_s = cycled["done"] / (time.time() - started)
+            one.load.failures += cycled["failures"]
+
+        def end_to_end(one: _Phases) -> None:
+            one.e2e = asyncio.run(_end_to_end(one.load, tasks))
+
+        def poll(one: _Phases) -> None:
+            targets = one.ids[: clients * 4] or ["none"]
+            polled = spread(pool, procs, one.load.url, "get", clients, seconds, targets)
+            one.gets = polled["gets"]
+            one.load.failures += polled["failures"]
+
+        for turn, phase in enumerate((warm, create, cycle, end_to_end, poll)):
+            _interleaved(found, phase, turn)
+
+    def costs(one: _Phases) -> None:
+        one.costs = asyncio.run(per_task_costs(one.load, tasks, one.target.stack.redis_url))
+
+    _interleaved(found, costs, 5)
 
 
 async def _drain(load: Load, last: list[str], total: int, started: float) -> float:
@@ -383,7 +433,10 @@ async def per_task_costs(load: Load, tasks: int, redis_url: str) -> Costs:
     numbers do not depend on how long the burst took."""
     monitor = _Monitor(redis_url)
     async with RawClient(load.url) as http:
-        await load.create(http)  # warm: connections and caches
+        # Warm, as the burst will: a task run to its end over each of 10 connections, so every
+        # server process has its connections and caches, and a fresh anchor of Redis's clock
+        # (a TIME each 30 s, ``shared.store.clock``: not a cost of the tasks measured next).
+        await asyncio.gather(*(_one_run(load) for _ in range(10)))
         await asyncio.sleep(1.0)
         await asyncio.to_thread(monitor.count, 2.0)
         idle = sum(monitor.names.values()) / 2.0
@@ -424,6 +477,13 @@ async def per_task_costs(load: Load, tasks: int, redis_url: str) -> Costs:
     )
 
 
+async def _one_run(load: Load) -> None:
+    """One task created over a connection of its own and polled to its end."""
+    async with RawClient(load.url) as http:
+        if (task_id := await load.create(http)) is not None:
+            await load.until_done(http, task_id, 0.01)
+
+
 async def _until_ended(admin: redis.Redis) -> None:
     """Until mcpq's active index is empty (the peer has none: it gets a second)."""
     active = Keys().active  # the benchmark's stacks use the default prefix
@@ -436,44 +496,41 @@ async def _until_ended(admin: redis.Redis) -> None:
 
 
 def measure(
-    stack: Stack,
-    url: str,
-    servers: list[Child],
-    clients: int,
-    seconds: float,
-    tasks: int,
-    procs: int,
-    run_ms: Callable[[list[str]], float] | None = None,
-) -> Result:
-    """Every phase against the server at ``url``; PSS of the ``servers`` process trees.
-    ``run_ms``: the server's own mean create → finish time of the 1-client phase's tasks."""
-    load = Load(url)
-    stolen = steal_s()
-    measured = phases(load, clients, seconds, tasks, procs)
-    costs = asyncio.run(per_task_costs(load, tasks, stack.redis_url))
+    targets: list[Target], clients: int, seconds: float, tasks: int, procs: int
+) -> list[Result]:
+    """Every phase against every target, interleaved phase by phase (``_interleaved``): one
+    ``Result`` per target, in order. PSS of each target's ``servers`` process trees."""
+    found = [_Phases(target) for target in targets]
+    _phases(found, clients, seconds, tasks, procs)
+    return [_result(one, clients) for one in found]
+
+
+def _result(one: _Phases, clients: int) -> Result:
+    assert one.costs is not None
+    servers = one.target.servers
     pss = pss_mib([p for child in servers for p in process_tree(child.popen.pid)])
-    timed: EndToEnd = measured["e2e"]
-    e2e, gets = timed.e2e or [0.0], measured["gets"] or [0.0]
-    polls = Counter(len(one) for one in timed.gets)
+    timed, run_ms = one.e2e, one.target.run_ms
+    e2e, gets = timed.e2e or [0.0], one.gets or [0.0]
+    polls = Counter(len(each) for each in timed.gets)
     return Result(
         clients,
-        measured["created_per_s"],
-        measured["drained_per_s"],
-        measured["completed_per_s"],
+        one.created_per_s,
+        one.drained_per_s,
+        one.completed_per_s,
         statistics.median(e2e),
         percentile(e2e, 0.99),
         statistics.median(gets),
         percentile(gets, 0.99),
         pss,
-        costs.commands,
-        costs.sent,
-        costs.round_trips,
-        costs.background_per_s,
-        costs.top,
-        load.failures,
-        steal_s() - stolen,
+        one.costs.commands,
+        one.costs.sent,
+        one.costs.round_trips,
+        one.costs.background_per_s,
+        one.costs.top,
+        one.load.failures,
+        one.steal_s,
         statistics.median(timed.calls or [0.0]),
-        statistics.median([ms for one in timed.gets for ms in one] or [0.0]),
+        statistics.median([ms for each in timed.gets for ms in each] or [0.0]),
         {n: count / len(timed.gets) for n, count in sorted(polls.items())},
         run_ms(timed.ids) if run_ms is not None and timed.ids else None,
     )

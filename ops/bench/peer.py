@@ -7,9 +7,10 @@ import contextlib
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from ops.bench.loadgen import Result, measure
+from ops.bench.loadgen import Target
 from ops.children import REPO
 from ops.processes import free_port, wait_until
 from ops.stack import Stack
@@ -58,7 +59,9 @@ def peer_python() -> Path:
     return python
 
 
-def run_peer(clients: int, seconds: float, tasks: int, procs: int, workdir: Path) -> Result:
+@contextlib.contextmanager
+def peer_target(workdir: Path) -> Iterator[Target]:
+    """The peer deployed and listening, for ``loadgen.measure``; stopped on exit."""
     python = peer_python()
     stack = Stack("peer", workdir, tools=DEFAULT_TOOLS)
     try:
@@ -72,7 +75,7 @@ def run_peer(clients: int, seconds: float, tasks: int, procs: int, workdir: Path
         worker = stack.spawn("peer-worker", worker_argv, env)
         url = f"http://127.0.0.1:{port}/mcp"
         wait_until(lambda: _listening(port), timeout=60, interval=0.2, message="the peer")
-        return measure(stack, url, [server, worker], clients, seconds, tasks, procs)
+        yield Target(stack, url, [server, worker])
     finally:
         stack.close()
 

@@ -24,8 +24,9 @@ so that the generator is not what limits the rates. Measures, in one run:
 ``--peer`` measures fastmcp-tasks 4.1.4 in the same run (FastMCP on Docket/Redis, the best
 operational peer; installed into a cached venv, ``.cache/peer-venv``): the same no-op tool, its
 server (with its embedded worker, concurrency 10) plus one dedicated worker, on a private Redis,
-driven by the same load generator (it speaks the same 2026-07-28 tasks wire); then prints
-mcpq/peer ratios.
+driven by the same load generator (it speaks the same 2026-07-28 tasks wire). Both deployments
+are up at once and measured phase by phase in turn, the first alternating (a drift of the
+shared host falls on both alike); then it prints mcpq/peer ratios.
 
 Prints a table; ``--json`` prints one JSON object. A smoke test runs it tiny in CI (correctness
 only: every phase completes, nothing fails).
@@ -35,12 +36,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -48,9 +50,9 @@ from typing import Any
 import httpx
 import redis
 
-from ops.bench.loadgen import TOOL, Load, Result, measure
+from ops.bench.loadgen import TOOL, Load, Result, Target, measure
 from ops.bench.memory import process_tree, pss_mib
-from ops.bench.peer import PEER_VENV, PEER_VERSION, run_peer
+from ops.bench.peer import PEER_VENV, PEER_VERSION, peer_target
 from ops.processes import wait_until
 from ops.stack import Stack
 from shared.logs import task_hash
@@ -58,7 +60,8 @@ from shared.settings import DEFAULT_TOOLS
 from shared.store import Keys, task_ref
 
 
-def run(clients: int, seconds: float, tasks: int, procs: int, workdir: Path) -> Result:
+@contextlib.contextmanager
+def mcpq_target(workdir: Path) -> Iterator[Target]:
     """mcpq as the Procfile runs it: ``mcpq web`` (2 gunicorn workers) + ``mcpq worker``."""
     stack = Stack("throughput", workdir, tools=DEFAULT_TOOLS)
     stack.knobs.update(MCPQ_LOG_LEVEL="WARNING", WEB_CONCURRENCY="2")
@@ -67,13 +70,12 @@ def run(clients: int, seconds: float, tasks: int, procs: int, workdir: Path) -> 
         stack.start_web()
         worker = stack.spawn_pool("mcpq", "throughput", concurrency=None)
         wait_until(lambda: stack.stats().workers, timeout=60, interval=0.2, message="a worker")
-        servers = [*stack.webs, worker]
 
         def run_ms(ids: list[str]) -> float:
             with redis.Redis.from_url(stack.redis_url, decode_responses=True) as admin:
                 return _run_ms(admin, Keys(), ids)
 
-        return measure(stack, stack.url(), servers, clients, seconds, tasks, procs, run_ms)
+        yield Target(stack, stack.url(), [*stack.webs, worker], run_ms)
     finally:
         stack.close()
 
@@ -201,12 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="mcpq-bench-throughput-"))
     try:
-        result = run(args.clients, args.seconds, args.tasks, args.procs, workdir)
-        peer = (
-            run_peer(args.clients, args.seconds, args.tasks, args.procs, workdir / "peer")
-            if args.peer
-            else None
-        )
+        with contextlib.ExitStack() as up:
+            targets = [up.enter_context(mcpq_target(workdir / "mcpq"))]
+            if args.peer:
+                targets.append(up.enter_context(peer_target(workdir / "peer")))
+            results = measure(targets, args.clients, args.seconds, args.tasks, args.procs)
+        result, peer = results[0], (results[1] if args.peer else None)
         waited = waiting(args.waiting, workdir / "waiting") if args.waiting else None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
