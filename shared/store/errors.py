@@ -40,6 +40,24 @@ _NOT_NOW = (
 #: uvloop's message for a write on a closed transport (``UVHandle._ensure_alive``).
 _CLOSED_TRANSPORT = "the handler is closed"
 
+#: redis-py's asyncio functions that write a command on a connection's stream, and their module.
+_SENDS = frozenset({"send_packed_command", "_send_packed_command"})
+_REDIS_CONNECTION = "/redis/asyncio/connection.py"
+
+
+def _closed_while_sending(exc: BaseException) -> bool:
+    """An ``AttributeError``/``TypeError`` raised while redis-py's asyncio client wrote a command:
+    the connection was closed under it (its stream is ``None``, or the transport's callbacks are
+    gone). redis-py lets these escape instead of a ``ConnectionError`` (redis/redis-py#3546,
+    #4287). Told apart from a bug by where it was raised: inside redis-py's send path."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name in _SENDS and code.co_filename.endswith(_REDIS_CONNECTION):
+            return True
+        tb = tb.tb_next
+    return False
+
 
 @contextmanager
 def store_errors() -> Iterator[None]:
@@ -53,6 +71,13 @@ def store_errors() -> Iterator[None]:
         # node's connections while other requests still hold them (a primary's failover). That
         # is the connection failing: the client gets a 503 and tries again, not an error 500.
         if _CLOSED_TRANSPORT in str(exc):
+            raise StoreUnavailable() from exc
+        raise
+    except (AttributeError, TypeError) as exc:
+        # The same race without uvloop's check: the other task's disconnect has already set the
+        # connection's stream to None (``'NoneType' object has no attribute 'writelines'``,
+        # seen in a cluster failover test) or torn down the transport. A 503 too.
+        if _closed_while_sending(exc):
             raise StoreUnavailable() from exc
         raise
     except rexc.ResponseError as exc:

@@ -1,10 +1,14 @@
 """Redis failures that mean "not now" become StoreUnavailable (HTTP 503); bugs propagate."""
 
+import asyncio
+
 import pytest
+import redis.asyncio as aioredis
 import redis.exceptions as rexc
 
 from shared.errors import StoreUnavailable
 from shared.store.errors import store_errors
+from tests.support.redis_server import redis_server
 
 
 @pytest.mark.parametrize(
@@ -35,3 +39,34 @@ def test_other_redis_errors_are_bugs_and_propagate() -> None:
         raise rexc.ResponseError("ERR wrong number of arguments for 'hset' command")
     with pytest.raises(RuntimeError), store_errors():
         raise RuntimeError("dictionary changed size during iteration")
+
+
+def test_a_write_on_a_connection_closed_under_it_is_unavailable() -> None:
+    """redis-py's race, reproduced: one task writes a command while another closes the
+    connection (as its cluster client does to a failed node's connections in a failover). The
+    write meets a stream of None and raises AttributeError; the client must get a 503."""
+
+    async def race(port: int) -> None:
+        conn = aioredis.Connection(host="127.0.0.1", port=port, socket_timeout=5)
+        await conn.connect()
+        try:
+            with store_errors():
+                # wait_for runs the write in a task of its own: the disconnect gets in first
+                await asyncio.gather(
+                    conn.send_packed_command(b"*1\r\n$4\r\nPING\r\n", check_health=False),
+                    conn.disconnect(nowait=True),
+                )
+        finally:
+            await conn.disconnect()
+
+    with redis_server() as server, pytest.raises(StoreUnavailable) as raised:
+        asyncio.run(race(server.port))
+    cause = raised.value.__cause__
+    assert isinstance(cause, AttributeError | TypeError), repr(cause)
+
+
+def test_attribute_errors_elsewhere_are_bugs_and_propagate() -> None:
+    with pytest.raises(AttributeError), store_errors():
+        None.writelines  # type: ignore[attr-defined]  # noqa: B018  (raised here, not in redis-py)
+    with pytest.raises(TypeError), store_errors():
+        len(3)  # type: ignore[arg-type]
