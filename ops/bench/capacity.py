@@ -16,7 +16,7 @@ the shared one), with the no-op tool (``slow_compute seconds=0``):
    used_cpu_sys + used_cpu_user) and command time (``INFO commandstats`` usec) over that,
    less the idle deployment's rate measured just before, divided by the tasks; hence the tasks/s
    at which one Redis core saturates. Then, separately (``MONITOR`` costs Redis CPU itself),
-   the commands and round trips per task (``ops.bench.loadgen.per_task_costs``).
+   the commands and round trips per task (``ops.bench.costs.per_task_costs``).
 4. the same with **RabbitMQ as broker** (a vhost of its own on the machine's RabbitMQ,
    ``mcpq-bench-<hex>``, deleted after; never ``/``), plus RabbitMQ's own CPU per task from its
    Erlang VM's ``/proc`` times, less an idle baseline measured just before and just after (it
@@ -58,8 +58,9 @@ from ops.bench.capacity_report import (
     Rate,
     RedisCost,
 )
+from ops.bench.costs import per_task_costs
 from ops.bench.cpu import RedisDelta, idle_delta, read_redis, redis_delta, tree_cpu_seconds
-from ops.bench.loadgen import TOOL, Load, per_task_costs, spread, steal_s
+from ops.bench.loadgen import TOOL, Load, spread, steal_s
 from ops.bench.rawhttp import RawClient
 from ops.processes import wait_until
 from ops.redis_binary import RedisProcess, choose_redis_server
