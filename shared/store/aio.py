@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 import redis.exceptions as rexc
+from redis.asyncio.cluster import PipelineCommand
 
 from shared.errors import StoreUnavailable, TaskNotFound
 from shared.jobs import Message
@@ -61,6 +62,8 @@ class AsyncTaskStore:
             name: client.register_script(scripts.source(name)) for name in scripts.NAMES
         }
         self._clock = RedisClock()
+        #: Held while a Cluster's slot map is read again (``_relearn_slots``).
+        self._relearning: asyncio.Lock | None = None
 
     async def aclose(self) -> None:
         """Close the shared watch connection and the client (tests; a server just exits)."""
@@ -112,12 +115,17 @@ class AsyncTaskStore:
         that raises (``Refused``) means the script wrote nothing: then the count is moot."""
         script = self._scripts[call.script]
         args = await self._args(call)
+        evalsha = ("EVALSHA", script.sha, len(call.keys), *call.keys, *args)
+        wait = ("WAIT", self.min_replicas, self.replica_wait_ms)
         with store_errors():
             for _attempt in range(2):
-                async with self._redis.pipeline(transaction=False) as pipe:
-                    pipe.evalsha(script.sha, len(call.keys), *call.keys, *args)
-                    pipe.execute_command("WAIT", self.min_replicas, self.replica_wait_ms)
-                    reply, replicas = await pipe.execute(raise_on_error=False)
+                if isinstance(self._redis, aioredis.RedisCluster):
+                    reply, replicas = await self._on_keys_node(call.keys[0], evalsha, wait)
+                else:
+                    async with self._redis.pipeline(transaction=False) as pipe:
+                        pipe.execute_command(*evalsha)
+                        pipe.execute_command(*wait)
+                        reply, replicas = await pipe.execute(raise_on_error=False)
                 if not isinstance(reply, rexc.NoScriptError):
                     break
                 script.sha = await self._redis.script_load(script.script)
@@ -125,6 +133,44 @@ class AsyncTaskStore:
                 if isinstance(value, Exception):
                     raise value
         return call.parse(reply), int(replicas)
+
+    async def _on_keys_node(self, key: str, *commands: tuple[Any, ...]) -> list[Any]:
+        """``commands`` as one pipeline on one connection of the Cluster node that owns
+        ``key``'s slot: their replies, an error reply as its exception.
+
+        NOTE: redis-py's cluster pipeline sends a keyless ``WAIT`` to its default node, on
+        another connection, which wrote nothing: ``WAIT`` there answers at once with every
+        replica of that node, and a write no replica has would be acknowledged. So the script
+        and its ``WAIT`` go to the key's node together, by hand. A redirect or a lost node (a
+        failover, a resharding) is a 503 once the slot map is read again, so that the client's
+        retry goes where the slot is now."""
+        cluster = self._redis
+        assert isinstance(cluster, aioredis.RedisCluster)
+        await cluster.initialize()  # nothing to do once the slot map is known
+        node = cluster.get_node_from_key(key)
+        queued = [PipelineCommand(i, *args) for i, args in enumerate(commands)]
+        try:
+            await node.execute_pipeline(queued)
+        except (rexc.ConnectionError, rexc.TimeoutError, OSError):
+            await self._relearn_slots(cluster)
+            raise
+        replies = [command.result for command in queued]
+        if any(isinstance(reply, (rexc.AskError, rexc.TryAgainError)) for reply in replies):
+            await self._relearn_slots(cluster)
+            raise StoreUnavailable()
+        return replies
+
+    async def _relearn_slots(self, cluster: aioredis.RedisCluster) -> None:
+        """Read the Cluster's slot map again: once at a time (the calls that failed with this
+        one need no reading of their own), and best effort (while a failover is under way no
+        node may know yet; the next failed call reads it again)."""
+        if self._relearning is None:
+            self._relearning = asyncio.Lock()
+        if self._relearning.locked():
+            return
+        async with self._relearning:
+            with contextlib.suppress(rexc.RedisError, OSError):
+                await cluster.nodes_manager.initialize()
 
     # -- the client's side of a task -------------------------------------------------------------
     async def create(

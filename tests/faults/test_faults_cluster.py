@@ -2,7 +2,14 @@
 primaries with a replica each, a plain redis-server as Celery's broker, a real web process and
 a real worker. A few hundred tasks (plain, with input, cancelled, synchronous calls) spread over
 the primaries; then a primary is killed mid-run, its replica takes over, and every task still
-ends as it should. The numbers are printed (``-s`` shows them)."""
+ends as it should. The numbers are printed (``-s`` shows them).
+
+Redis replicates asynchronously, and these tasks run without ``MCPQ_REDIS_MIN_REPLICAS``: a
+write the killed primary acknowledged in its last moments may be missing on the replica that
+took over (docs/deploy.md, "What a failover can lose"). The driver acts as a client would on the
+two losses that matter here: an answer asked for again is answered again, and a cancel that
+came back to life is counted, and must have been acknowledged in the moments before the kill
+(its run then ends on its own)."""
 
 from __future__ import annotations
 
@@ -38,6 +45,10 @@ KNOBS = {
 }
 KINDS = ("plain", "input", "cancel", "sync")
 RETRY_FOR_S = 60.0
+CANCELLED_TOOL_S = 15  # how long a cancelled job's tool would run: a lost cancel's run ends
+#: A write acknowledged this long before the kill, or after it (a reply in flight), may be lost
+#: with the primary (replication lags by milliseconds; the margin is for a busy machine).
+LOSS_WINDOW_S = (1.0, 0.5)
 
 
 @pytest.fixture
@@ -72,6 +83,10 @@ class Driver:
         self.retries: Counter[str] = Counter()
         self._local = threading.local()
         self._clients: list[McpClient] = []
+        #: Per cancel job (by number): its task and when its cancel was acknowledged.
+        self.cancels: dict[int, tuple[str, float]] = {}
+        #: Answers given again because the task asked again (a lost answer).
+        self.answered_again = 0
 
     def client(self) -> McpClient:
         if not hasattr(self._local, "client"):
@@ -110,6 +125,13 @@ class Driver:
         reply = self.call("create", lambda c: c.call_tool(tool, arguments, tasks=True))
         return str(reply.result["taskId"])
 
+    def confirm(self, task_id: str, key: str) -> None:
+        answer = {key: {"action": "accept", "content": {"confirm": True}}}
+        self.call("update", lambda c: c.update(task_id, answer))
+
+    def status(self, task_id: str) -> str:
+        return str(self.call("get", lambda c: c.get(task_id)).result["status"])
+
     def job(self, kind: str, i: int) -> str:
         """One job to its end; returns how it ended."""
         if kind == "plain":
@@ -119,14 +141,20 @@ class Driver:
         if kind == "input":
             task_id = self.create("confirm_delete", {"filename": f"f{i}.txt"})
             task = self.wait(task_id, "input_required")
-            (key,) = task["inputRequests"]
-            answer = {key: {"action": "accept", "content": {"confirm": True}}}
-            self.call("update", lambda c: c.update(task_id, answer))
-            done = self.wait(task_id, "completed", "failed", "cancelled")
-            return f"{done['status']}:{text_of(done['result']) if 'result' in done else ''}"
+            for _ in range(3):
+                (key,) = task["inputRequests"]
+                self.confirm(task_id, key)
+                task = self.wait(task_id, "completed", "failed", "cancelled", "input_required")
+                if task["status"] != "input_required":
+                    break
+                # Asked again: the answer was lost with the primary (or the first is still
+                # being taken: answering an outstanding key twice is ignored).
+                self.answered_again += 1
+            return f"{task['status']}:{text_of(task['result']) if 'result' in task else ''}"
         if kind == "cancel":
-            task_id = self.create("slow_compute", {"seconds": 60, "label": f"c{i}"})
+            task_id = self.create("slow_compute", {"seconds": CANCELLED_TOOL_S, "label": f"c{i}"})
             self.call("cancel", lambda c: c.cancel(task_id))
+            self.cancels[i] = (task_id, time.monotonic())
             return str(self.wait(task_id, "cancelled", "completed", "failed")["status"])
         sync = self.call(
             "sync",
@@ -230,12 +258,38 @@ def check_spread_and_failover(
         f"requests retried after 503 or a cut connection: {dict(driver.retries)}"
     )
     assert victim.port not in promoted and len(promoted) == 3, "its replica took over"
-    assert ended == [expected(kind, i) for kind, i in more]
-    assert stack.stats().unfinished == 0 or wait_unfinished(stack)
+    # Every task ends; a cancel lost with the primary lets its run go on to its end.
+    assert stack.stats().unfinished == 0 or wait_unfinished(stack, CANCELLED_TOOL_S + 30)
+    lost = lost_cancels(driver, [i for kind, i in more if kind == "cancel"])
+    print(
+        f"cancels lost with the primary: {len(lost)}; answers given again: {driver.answered_again}"
+    )
+    for i, acked_at in lost.items():
+        assert killed_at[0] - LOSS_WINDOW_S[0] <= acked_at <= killed_at[0] + LOSS_WINDOW_S[1], (
+            f"job {i}: its cancel was acknowledged {acked_at - killed_at[0]:+.2f}s from the kill "
+            "and lost"
+        )
+    assert ended == [
+        "completed" if i in lost and value == "completed" else expected(kind, i)
+        for (kind, i), value in zip(more, ended, strict=True)
+    ]
 
 
-def wait_unfinished(stack: LiveStack) -> bool:
-    deadline = time.monotonic() + 30
+def lost_cancels(driver: Driver, jobs: list[int]) -> dict[int, float]:
+    """The cancel jobs whose task did not stay cancelled (its cancel acknowledged, then lost
+    with the primary): when each cancel was acknowledged."""
+    lost = {}
+    for i in jobs:
+        task_id, acked_at = driver.cancels[i]
+        status = driver.status(task_id)
+        if status != "cancelled":
+            assert status == "completed", (i, status)
+            lost[i] = acked_at
+    return lost
+
+
+def wait_unfinished(stack: LiveStack, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
     while stack.stats().unfinished:
         assert time.monotonic() < deadline, "unfinished tasks left"
         time.sleep(0.5)

@@ -6,13 +6,19 @@ hold it (``WAIT`` after the script, one round trip), on real redis-servers.
   its retry is ignored.
 - A replica confirms: the create is acknowledged, and the replica has the task.
 - A primary whose script cache was flushed (a promoted replica has none) loads the script again.
+- On a Redis Cluster the same holds: the ``WAIT`` runs on the connection that ran the script,
+  on the node that owns the task's slot (not on redis-py's default node, which would count
+  replicas of a connection that wrote nothing, and acknowledge at once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -22,6 +28,7 @@ from shared.settings import Settings
 from shared.store import AsyncTaskStore, Keys, NewTask, Reply, TaskStore, task_ref
 from shared.store.clients import async_client, sync_client
 from shared.store.errors import NotReplicated
+from tests.support.redis_cluster import LocalCluster, cluster_binaries
 from tests.support.redis_server import IN_MEMORY_ARGS, RedisProcess
 
 OWNER = "principal-alice"
@@ -126,3 +133,55 @@ def test_a_replicated_create_is_acknowledged_and_on_the_replica(primary: RedisPr
         # WAIT returned only once the replica had it: it is there without waiting.
         assert raw.hget(keys.task(task.ref), "status") == "working"
         raw.close()
+
+
+@pytest.mark.skipif(cluster_binaries() is None, reason="needs Redis 7 and redis-cli")
+def test_on_a_cluster_the_wait_counts_the_replicas_of_the_tasks_node(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path / "cluster").start()
+    try:
+        check_cluster_waits(cluster)
+    finally:
+        cluster.close()
+
+
+def check_cluster_waits(cluster: LocalCluster) -> None:
+    keys = Keys(f"t{uuid.uuid4().hex[:8]}", shards=6)
+    settings = Settings(redis_url=cluster.url, redis_cluster=True, store_shards=6)
+    primaries = cluster.primary_nodes()
+    replicas = [node for node in cluster.alive() if node not in primaries]
+    for node in primaries:
+        with cluster.client(node) as c:
+            c.script_flush()  # loaded again at the first NOSCRIPT, on the task's node
+    acknowledged, stopped = _task(), _task()
+
+    async def create(task: NewTask) -> int | None:
+        store = AsyncTaskStore(async_client(settings), keys, min_replicas=1, replica_wait_ms=300)
+        try:
+            return await store.create(task, 1_000)
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(create(acknowledged)) is not None
+    # With every replica stopped, no write can be confirmed: before the WAIT went with its
+    # script, it ran on another connection and answered 1 at once.
+    for node in replicas:
+        os.kill(node.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(NotReplicated) as caught:
+            asyncio.run(create(stopped))
+    finally:
+        for node in replicas:
+            os.kill(node.pid, signal.SIGCONT)
+    assert caught.value.to_error()["data"] == {"requiredReplicas": 1, "replicas": 0}
+    assert _status_on_cluster(cluster, keys.task(acknowledged.ref)) == "working"
+    assert _status_on_cluster(cluster, keys.task(stopped.ref)) == "cancelled", "withdrawn"
+
+
+def _status_on_cluster(cluster: LocalCluster, key: str) -> str | None:
+    """The ``status`` field of ``key``'s hash, read on the primary that owns its slot."""
+    primaries = cluster.primary_nodes()
+    with cluster.client(primaries[0]) as c:
+        key_slot = int(c.cluster("keyslot", key))
+    (owner,) = [node for node in primaries if key_slot in cluster.slots_of(node)]
+    with cluster.client(owner) as c:
+        return c.hget(key, "status")  # type: ignore[no-any-return]
