@@ -113,6 +113,16 @@ class LocalCluster:
                     found.append(node)
         return found
 
+    def replicas_of(self, primary: RedisProcess) -> list[RedisProcess]:
+        """The live nodes that replicate ``primary`` now."""
+        found = []
+        for node in self.alive():
+            with self.client(node) as c:
+                info = c.info("replication")
+                if info.get("role") == "slave" and int(info["master_port"]) == primary.port:
+                    found.append(node)
+        return found
+
     def slots_of(self, node: RedisProcess) -> set[int]:
         """The slots ``node`` serves, as it says."""
         with self.client(node) as c:

@@ -2,19 +2,24 @@
 primaries with a replica each, a plain redis-server as Celery's broker, a real web process and
 a real worker. A few hundred tasks (plain, with input, cancelled, synchronous calls) spread over
 the primaries; then a primary is killed mid-run, its replica takes over, and every task still
-ends as it should. The numbers are printed (``-s`` shows them).
+ends. The numbers are printed (``-s`` shows them).
 
-Redis replicates asynchronously, and these tasks run without ``MCPQ_REDIS_MIN_REPLICAS``: a
-write the killed primary acknowledged in its last moments may be missing on the replica that
-took over (docs/deploy.md, "What a failover can lose"). The driver acts as a client would on the
-two losses that matter here: an answer asked for again is answered again, and a cancel that
-came back to life is counted, and must have been acknowledged in the moments before the kill
-(its run then ends on its own)."""
+Redis replicates asynchronously, and these tasks run without ``MCPQ_REDIS_MIN_REPLICAS``: what
+the killed primary acknowledged and had not yet sent its replica is gone (docs/deploy.md, "What
+a failover can lose"). The test makes that certain: the replica stops taking the primary's
+writes a moment before the kill. The driver acts as a client would on what it finds: a task
+that reads as unknown is created again, an answer asked for again is answered again, and a
+cancel that never happened lets its run go on to its end. Each loss is counted, and must be of
+a write acknowledged in that last moment."""
 
 from __future__ import annotations
 
+import gc
+import os
+import signal
 import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -46,9 +51,14 @@ KNOBS = {
 KINDS = ("plain", "input", "cancel", "sync")
 RETRY_FOR_S = 60.0
 CANCELLED_TOOL_S = 15  # how long a cancelled job's tool would run: a lost cancel's run ends
+#: How long before the kill the killed primary's replica stops taking its writes.
+LAG_S = 0.8
 #: A write acknowledged this long before the kill, or after it (a reply in flight), may be lost
-#: with the primary (replication lags by milliseconds; the margin is for a busy machine).
-LOSS_WINDOW_S = (1.0, 0.5)
+#: with the primary (LAG_S, and a margin for a busy machine).
+LOSS_WINDOW_S = (LAG_S + 0.4, 0.5)
+#: How long a task whose cancel was lost may take to end: its tool runs on (and a lost run is
+#: sent again after MCPQ_REQUEUE_UNSTARTED_S).
+RUN_OUT_S = CANCELLED_TOOL_S + 30
 
 
 @pytest.fixture
@@ -73,6 +83,21 @@ def stack(tmp_path: Path, cluster: LocalCluster) -> Iterator[LiveStack]:
     finally:
         made.close()
         broker.close()
+        # NOTE: once in ten runs, a socket of this process to the promoted replica was left
+        # unclosed in a reference cycle, and its ResourceWarning surfaced wherever the garbage
+        # collector next ran (there: at the end of the session). The client that follows the
+        # failover here is the test's own store client (redis-py's sync cluster client, which
+        # re-reads the slot map); the cycle was not traced further. Collected here, once every
+        # client of the test is closed, so it cannot fail another test.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()
+
+
+class CreateLost(Exception):
+    def __init__(self, task_id: str) -> None:
+        super().__init__(task_id)
+        self.task_id = task_id
 
 
 class Driver:
@@ -87,6 +112,11 @@ class Driver:
         self.cancels: dict[int, tuple[str, float]] = {}
         #: Answers given again because the task asked again (a lost answer).
         self.answered_again = 0
+        #: When each task's create was acknowledged; those of tasks found unknown afterwards.
+        self.created: dict[str, float] = {}
+        self.lost_creates: dict[str, float] = {}
+        #: Per task: the status its job saw last, and when.
+        self.seen_last: dict[str, tuple[str, float]] = {}
 
     def client(self) -> McpClient:
         if not hasattr(self._local, "client"):
@@ -115,7 +145,10 @@ class Driver:
     def wait(self, task_id: str, *statuses: str, timeout: float = 90) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
-            task = self.call("get", lambda c: c.get(task_id)).result
+            reply = self.call("get", lambda c: c.get(task_id))
+            if "error" in reply.body and "not found" in reply.error["message"]:
+                raise CreateLost(task_id)
+            task = reply.result
             if task["status"] in statuses:
                 return task
             assert time.monotonic() < deadline, f"task stuck in {task['status']}"
@@ -123,44 +156,87 @@ class Driver:
 
     def create(self, tool: str, arguments: dict[str, Any]) -> str:
         reply = self.call("create", lambda c: c.call_tool(tool, arguments, tasks=True))
-        return str(reply.result["taskId"])
+        task_id = str(reply.result["taskId"])
+        self.created[task_id] = time.monotonic()
+        return task_id
+
+    def job(self, kind: str, i: int) -> str:
+        """One job to its end; returns how it ended. A task whose create was lost with the
+        primary (it reads as unknown) is created again, as its client would."""
+        for _ in range(3):
+            try:
+                task_id, status, ended = self._job(kind, i)
+            except CreateLost as lost:
+                self.lost_creates[lost.task_id] = self.created[lost.task_id]
+                continue
+            if task_id is not None:
+                self.seen_last[task_id] = (status, time.monotonic())
+            return ended
+        raise AssertionError(f"job {i}: created three times, lost three times")
 
     def confirm(self, task_id: str, key: str) -> None:
         answer = {key: {"action": "accept", "content": {"confirm": True}}}
         self.call("update", lambda c: c.update(task_id, answer))
 
-    def status(self, task_id: str) -> str:
-        return str(self.call("get", lambda c: c.get(task_id)).result["status"])
+    def carry_on(self, task_ids: list[str]) -> dict[str, tuple[str, str, float]]:
+        """The tasks that read now in another state than their job saw last (the status seen,
+        the status now or ``unknown``, when it was seen), each carried on to its end as its
+        client would: answered again if it asks again, else waited for."""
+        reverted = {}
+        for task_id in task_ids:
+            seen, seen_at = self.seen_last[task_id]
+            reply = self.call("get", lambda c: c.get(task_id))  # noqa: B023 (called here)
+            now = "unknown" if "error" in reply.body else str(reply.result["status"])
+            if now == seen:
+                continue
+            reverted[task_id] = (seen, now, seen_at)
+            if now != "unknown":
+                waiting = (*TERMINAL, "input_required")
+                self.see_through(task_id, self.wait(task_id, *waiting, timeout=RUN_OUT_S))
+        return reverted
 
-    def job(self, kind: str, i: int) -> str:
-        """One job to its end; returns how it ended."""
+    def _job(self, kind: str, i: int) -> tuple[str | None, str, str]:
+        """The job's task (``None`` for a synchronous call), the status it saw last, and how it
+        ended as :func:`expected` spells it."""
         if kind == "plain":
             task_id = self.create("slow_compute", {"seconds": 0.2, "label": f"p{i}"})
-            done = self.wait(task_id, "completed", "failed", "cancelled")
-            return f"{done['status']}:{text_of(done['result']) if 'result' in done else ''}"
+            done = self.wait(task_id, *TERMINAL)
+            return task_id, done["status"], ended_as(done)
         if kind == "input":
             task_id = self.create("confirm_delete", {"filename": f"f{i}.txt"})
-            task = self.wait(task_id, "input_required")
-            for _ in range(3):
-                (key,) = task["inputRequests"]
-                self.confirm(task_id, key)
-                task = self.wait(task_id, "completed", "failed", "cancelled", "input_required")
-                if task["status"] != "input_required":
-                    break
-                # Asked again: the answer was lost with the primary (or the first is still
-                # being taken: answering an outstanding key twice is ignored).
-                self.answered_again += 1
-            return f"{task['status']}:{text_of(task['result']) if 'result' in task else ''}"
+            done = self.see_through(task_id, self.wait(task_id, "input_required"))
+            return task_id, done["status"], ended_as(done)
         if kind == "cancel":
             task_id = self.create("slow_compute", {"seconds": CANCELLED_TOOL_S, "label": f"c{i}"})
             self.call("cancel", lambda c: c.cancel(task_id))
             self.cancels[i] = (task_id, time.monotonic())
-            return str(self.wait(task_id, "cancelled", "completed", "failed")["status"])
+            status = str(self.wait(task_id, *TERMINAL)["status"])
+            return task_id, status, status
         sync = self.call(
             "sync",
             lambda c: c.call_tool("slow_compute", {"seconds": 0.1, "label": f"s{i}"}, tasks=False),
         )
-        return f"sync:{text_of(sync.result)}"
+        return None, "", f"sync:{text_of(sync.result)}"
+
+    def see_through(self, task_id: str, task: dict[str, Any]) -> dict[str, Any]:
+        """Answer what ``task`` asks until it ends: again if it asks again (an answer lost with
+        the primary, or the first still being taken: a key answered twice is ignored)."""
+        for _ in range(5):
+            if task["status"] != "input_required":
+                return task
+            (key,) = task["inputRequests"]
+            self.confirm(task_id, key)
+            task = self.wait(task_id, *TERMINAL, "input_required")
+            if task["status"] == "input_required":
+                self.answered_again += 1
+        raise AssertionError(f"asked five times: {task}")
+
+
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+def ended_as(task: dict[str, Any]) -> str:
+    return f"{task['status']}:{text_of(task['result']) if 'result' in task else ''}"
 
 
 def expected(kind: str, i: int) -> str:
@@ -243,11 +319,25 @@ def check_spread_and_failover(
     killed_at: list[float] = []
 
     def kill_a_primary() -> None:
-        time.sleep(2.0)
-        killed_at.append(time.monotonic())
-        victim.kill()
+        # Its replica stops taking its writes first (stopped, its link cut: what it received
+        # before, it still reads when it goes on), so that the writes of the primary's last
+        # LAG_S are lost with it, as behind a lagging replica (docs/deploy.md).
+        replicas = cluster.replicas_of(victim)
+        time.sleep(2.0 - LAG_S)
+        try:
+            for replica in replicas:
+                os.kill(replica.pid, signal.SIGSTOP)
+            with cluster.client(victim) as c:
+                assert c.client_kill_filter(_type="replica") == len(replicas)
+            time.sleep(LAG_S)
+            killed_at.append(time.monotonic())
+            victim.kill()
+        finally:
+            for replica in replicas:
+                os.kill(replica.pid, signal.SIGCONT)
 
     more = [(KINDS[i % 4], i) for i in range(600, 840)]
+    seen_before = set(driver.seen_last)
     started = time.monotonic()
     ended = run_jobs(driver, more, during=kill_a_primary)
     phase2_s = time.monotonic() - started
@@ -258,34 +348,32 @@ def check_spread_and_failover(
         f"requests retried after 503 or a cut connection: {dict(driver.retries)}"
     )
     assert victim.port not in promoted and len(promoted) == 3, "its replica took over"
-    # Every task ends; a cancel lost with the primary lets its run go on to its end.
-    assert stack.stats().unfinished == 0 or wait_unfinished(stack, CANCELLED_TOOL_S + 30)
-    lost = lost_cancels(driver, [i for kind, i in more if kind == "cancel"])
+    # What the killed primary had not yet sent its replica is gone (no MCPQ_REDIS_MIN_REPLICAS
+    # here): a task may read as in an earlier state than its client saw, a create as unknown, a
+    # cancel as never made. Each such write must have been acknowledged in the moments before
+    # the kill; the client carries its tasks on, and every task ends.
+    reverted = driver.carry_on([t for t in driver.seen_last if t not in seen_before])
+    late = [i for (kind, i), value in zip(more, ended, strict=True) if value != expected(kind, i)]
+    lost_cancels = {i: driver.cancels[i][1] for i in late if i in driver.cancels}
     print(
-        f"cancels lost with the primary: {len(lost)}; answers given again: {driver.answered_again}"
+        f"lost with the primary: {len(reverted)} tasks' last writes "
+        f"({Counter(f'{seen}->{now}' for seen, now, _ in reverted.values())}), "
+        f"{len(driver.lost_creates)} creates, {len(lost_cancels)} cancels; "
+        f"answers given again: {driver.answered_again}"
     )
-    for i, acked_at in lost.items():
+    acked = [(f"a task seen {seen} (now {now})", at) for seen, now, at in reverted.values()]
+    acked += [("a create", at) for at in driver.lost_creates.values()]
+    acked += [(f"job {i}'s cancel", at) for i, at in lost_cancels.items()]
+    for what, acked_at in acked:
         assert killed_at[0] - LOSS_WINDOW_S[0] <= acked_at <= killed_at[0] + LOSS_WINDOW_S[1], (
-            f"job {i}: its cancel was acknowledged {acked_at - killed_at[0]:+.2f}s from the kill "
-            "and lost"
+            f"{what}: acknowledged {acked_at - killed_at[0]:+.2f}s from the kill, and lost"
         )
+    # A job whose cancel was lost ran its tool to its end; every other ended as it should.
     assert ended == [
-        "completed" if i in lost and value == "completed" else expected(kind, i)
+        "completed" if i in lost_cancels and value == "completed" else expected(kind, i)
         for (kind, i), value in zip(more, ended, strict=True)
     ]
-
-
-def lost_cancels(driver: Driver, jobs: list[int]) -> dict[int, float]:
-    """The cancel jobs whose task did not stay cancelled (its cancel acknowledged, then lost
-    with the primary): when each cancel was acknowledged."""
-    lost = {}
-    for i in jobs:
-        task_id, acked_at = driver.cancels[i]
-        status = driver.status(task_id)
-        if status != "cancelled":
-            assert status == "completed", (i, status)
-            lost[i] = acked_at
-    return lost
+    assert stack.stats().unfinished == 0 or wait_unfinished(stack, 30)
 
 
 def wait_unfinished(stack: LiveStack, timeout: float) -> bool:
