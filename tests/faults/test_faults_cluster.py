@@ -14,12 +14,10 @@ a write acknowledged in that last moment."""
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
 import threading
 import time
-import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -83,15 +81,6 @@ def stack(tmp_path: Path, cluster: LocalCluster) -> Iterator[LiveStack]:
     finally:
         made.close()
         broker.close()
-        # NOTE: once in ten runs, a socket of this process to the promoted replica was left
-        # unclosed in a reference cycle, and its ResourceWarning surfaced wherever the garbage
-        # collector next ran (there: at the end of the session). The client that follows the
-        # failover here is the test's own store client (redis-py's sync cluster client, which
-        # re-reads the slot map); the cycle was not traced further. Collected here, once every
-        # client of the test is closed, so it cannot fail another test.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ResourceWarning)
-            gc.collect()
 
 
 class CreateLost(Exception):
