@@ -134,14 +134,20 @@ class Driver:
     def wait(self, task_id: str, *statuses: str, timeout: float = 90) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
-            reply = self.call("get", lambda c: c.get(task_id))
-            if "error" in reply.body and "not found" in reply.error["message"]:
+            task = self.read(task_id)
+            if task is None:
                 raise CreateLost(task_id)
-            task = reply.result
             if task["status"] in statuses:
                 return task
             assert time.monotonic() < deadline, f"task stuck in {task['status']}"
             time.sleep(0.1)
+
+    def read(self, task_id: str) -> dict[str, Any] | None:
+        """The task as ``tasks/get`` shows it; ``None`` if it is not found."""
+        reply = self.call("get", lambda c: c.get(task_id))
+        if "error" in reply.body and "not found" in reply.error["message"]:
+            return None
+        return reply.result
 
     def create(self, tool: str, arguments: dict[str, Any]) -> str:
         reply = self.call("create", lambda c: c.call_tool(tool, arguments, tasks=True))
@@ -174,8 +180,8 @@ class Driver:
         reverted = {}
         for task_id in task_ids:
             seen, seen_at = self.seen_last[task_id]
-            reply = self.call("get", lambda c: c.get(task_id))  # noqa: B023 (called here)
-            now = "unknown" if "error" in reply.body else str(reply.result["status"])
+            task = self.read(task_id)
+            now = "unknown" if task is None else str(task["status"])
             if now == seen:
                 continue
             reverted[task_id] = (seen, now, seen_at)
