@@ -8,7 +8,7 @@ was not: the spec forbids some fields in some states (``result`` outside ``compl
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,8 +22,20 @@ JsonObject = dict[str, Any]
 
 def iso(ms: int) -> str:
     """ISO 8601 UTC with milliseconds, e.g. ``2026-11-30T04:52:00.891Z``."""
-    stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
+    # Integer arithmetic (no float seconds to round), gmtime and %-formatting: every task a
+    # client reads formats two of these, and this is half the cost of strftime (a third less
+    # than an f-string's seven format specs).
+    seconds, millis = divmod(ms, 1000)
+    t = time.gmtime(seconds)
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (  # noqa: UP031
+        t.tm_year,
+        t.tm_mon,
+        t.tm_mday,
+        t.tm_hour,
+        t.tm_min,
+        t.tm_sec,
+        millis,
+    )
 
 
 class Result(BaseModel):

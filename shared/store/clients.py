@@ -7,8 +7,8 @@ A ``redis+sentinel://`` ``REDIS_URL`` (``shared.redis_urls``) gets the same pool
 flavour: each new connection asks the sentinels where the primary is, and a connection to a
 primary that was demoted (a ``READONLY`` reply) is dropped, so after a failover the next
 round trip (redis-py's retry) lands on the new primary without a restart. A promoted replica
-may lack the Lua scripts: every script call reloads on ``NOSCRIPT`` (redis-py's ``Script``,
-and ``AsyncTaskStore._replicated``).
+may lack the Lua scripts: every script call reloads on ``NOSCRIPT`` (the stores' ``_evalsha``,
+redis-py's ``Script`` on a Cluster, and ``AsyncTaskStore._replicated``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import redis
 import redis.asyncio as aioredis
 import redis.asyncio.sentinel as aiosentinel
 import redis.cluster
+import redis.exceptions as rexc
 import redis.sentinel
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
@@ -150,9 +151,15 @@ past its size."""
 
 
 def async_client(settings: Settings) -> aioredis.Redis:
-    """The web tier's client: fails fast (one retry) so a Redis outage answers 503 quickly.
-    Its reads wait for no more than ``MCPQ_REDIS_TIMEOUT_S``, plus a write's ``WAIT`` for its
-    replicas when ``MCPQ_REDIS_MIN_REPLICAS`` asks for one."""
+    """The web tier's client: fails fast so a Redis outage answers 503 quickly. Its reads wait
+    for no more than ``MCPQ_REDIS_TIMEOUT_S``, plus a write's ``WAIT`` for its replicas when
+    ``MCPQ_REDIS_MIN_REPLICAS`` asks for one, and are not retried after a timeout (the bound
+    holds); a connection that failed is retried once, on a new one (a pooled connection the
+    server closed, a Redis that restarted: no 503 for a broken socket).
+
+    NOTE: an asyncio client needs redis-py's asyncio ``Retry``: given the synchronous one, it
+    retried nothing (that ``call_with_retry`` returns the coroutine it was given, unawaited, so
+    the error escapes it), which this client did until the retry was tested."""
     wait_s = settings.redis_replica_wait_ms / 1000 if settings.redis_min_replicas else 0.0
     if settings.redis_cluster:
         return _async_cluster(settings, settings.redis_timeout_s + wait_s)
@@ -164,7 +171,7 @@ def async_client(settings: Settings) -> aioredis.Redis:
         socket_timeout=settings.redis_timeout_s + wait_s,
         socket_connect_timeout=min(settings.redis_timeout_s, 0.5),
         health_check_interval=30,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
+        retry=AsyncRetry(ExponentialBackoff(cap=0.2, base=0.05), 1, (rexc.ConnectionError,)),
     )
     return aioredis.Redis.from_pool(pool)  # the client owns (and closes) its pool
 
