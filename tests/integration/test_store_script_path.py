@@ -1,7 +1,8 @@
 """How both stores run their scripts on a single Redis: ``EVALSHA`` on one pooled connection
 of the configured client (``_evalsha``), not through redis-py's generic command path, with what
 ``Script.__call__`` and the client gave: a script Redis forgot is loaded and run again, a
-connection that died is dropped and the call retried on a new one, and errors keep their kind.
+connection that died is dropped and the call retried on a new one, and a server that is gone is
+still ``StoreUnavailable`` (a 503), at once.
 """
 
 from __future__ import annotations
