@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import redis
+from redis.crc import key_slot
 
 from ops.processes import free_port, wait_until
 from ops.redis_binary import IN_MEMORY_ARGS, PREFERRED_MAJOR, RedisProcess, choose_redis_server
@@ -68,6 +69,7 @@ class LocalCluster:
             wait_until(self.healthy, timeout=30, interval=0.2, message="cluster_state:ok")
             # A replica that never synced would not take over (its data too old to fail over).
             wait_until(self.replicas_synced, timeout=30, interval=0.2, message="replicas in sync")
+            wait_until(self.writes_replicated, timeout=30, interval=0.05, message="replicas ack")
         except BaseException:
             self.close()
             raise
@@ -103,6 +105,36 @@ class LocalCluster:
                 if info.get("role") == "slave" and info.get("master_link_status") != "up":
                     return False
         return True
+
+    def writes_replicated(self) -> bool:
+        """A write on each primary reaches every one of its replicas (``WAIT``).
+
+        NOTE: a replica whose link is ``up`` and that its primary calls ``online`` may still
+        get no writes: after a diskless sync, Redis 7 starts streaming to a replica only at its
+        first ``REPLCONF ACK``, which the replica sends on its once-a-second cron. Until then a
+        ``WAIT`` for it times out (a store with ``MCPQ_REDIS_MIN_REPLICAS`` refuses the write),
+        so a cluster is ready only once a write has been seen acknowledged."""
+        for node in self.primary_nodes():
+            expected = len(self.replicas_of(node))
+            if not expected:
+                continue
+            key = self._key_on(node)
+            with self.client(node) as c:
+                c.set(key, "1", px=60_000)
+                acked = int(c.execute_command("WAIT", expected, 200))
+                c.delete(key)
+            if acked < expected:
+                return False
+        return True
+
+    def _key_on(self, node: RedisProcess) -> str:
+        """A key whose slot ``node`` serves."""
+        slots = self.slots_of(node)
+        return next(
+            key
+            for key in (f"ready:{{{i}}}" for i in range(100_000))
+            if key_slot(key.encode()) in slots
+        )
 
     def primary_nodes(self) -> list[RedisProcess]:
         """The live nodes that are primaries now (after a failover, a former replica)."""
