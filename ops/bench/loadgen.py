@@ -241,7 +241,7 @@ class Target:
     stack: Stack
     url: str
     servers: list[Child]
-    run_ms: Callable[[list[str]], float] | None = None
+    run_ms: Callable[[list[str]], float | None] | None = None
 
 
 class _Phases:

@@ -71,7 +71,7 @@ def mcpq_target(workdir: Path) -> Iterator[Target]:
         worker = stack.spawn_pool("mcpq", "throughput", concurrency=None)
         wait_until(lambda: stack.stats().workers, timeout=60, interval=0.2, message="a worker")
 
-        def run_ms(ids: list[str]) -> float:
+        def run_ms(ids: list[str]) -> float | None:
             with redis.Redis.from_url(stack.redis_url, decode_responses=True) as admin:
                 return _run_ms(admin, Keys(), ids)
 
@@ -80,15 +80,16 @@ def mcpq_target(workdir: Path) -> Iterator[Target]:
         stack.close()
 
 
-def _run_ms(admin: redis.Redis, keys: Keys, ids: list[str]) -> float:
+def _run_ms(admin: redis.Redis, keys: Keys, ids: list[str]) -> float | None:
     """Mean time from the create script to the finish script of finished tasks, by their
-    records (Redis's clock, ms resolution: a mean over many tasks is still fair)."""
+    records (Redis's clock as the web and the worker each carry it, ms resolution: a mean over
+    many tasks is still fair); ``None`` when no finished task's record was found."""
     took: list[int] = []
     for task_id in ids:
         created, updated = admin.hmget(keys.task(task_ref(task_id)), "created_ms", "updated_ms")
         if created is not None and updated is not None:
             took.append(int(updated) - int(created))
-    return sum(took) / len(took) if took else 0.0
+    return sum(took) / len(took) if took else None
 
 
 @dataclass

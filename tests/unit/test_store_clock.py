@@ -44,3 +44,53 @@ def test_the_shortest_round_trip_sets_the_anchor(monkeypatch: pytest.MonkeyPatch
     # The first reading took 4 ms (it connected), the second 0.2 ms: the second one counts.
     slow, fast = (9.0, 9.004, [1_000, 0]), (9.5, 9.5002, [1_000, 600_000])
     assert clock.anchor_best([slow, fast]) == 1_000_600 + int((10.0 - 9.5001) * 1000)
+
+
+def _clock_at(monkeypatch: pytest.MonkeyPatch, mono: list[float]) -> RedisClock:
+    monkeypatch.setattr(clock_module.time, "monotonic", lambda: mono[0])
+    clock = RedisClock(refresh_s=30)
+    # Anchored by a 0.1 ms round trip around 100.0 s: Redis said 1 000 000.000 s then.
+    clock.anchor([1_000_000, 0], sent=99.99995, received=100.00005)
+    return clock
+
+
+def test_a_refresh_with_a_slow_round_trip_keeps_the_more_accurate_anchor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mono = [130.0]
+    clock = _clock_at(monkeypatch, mono)
+    assert clock.now_ms() is None, "stale: the store reads TIME again"
+    # A busy process read TIME with a 6 ms round trip; its midpoint reading is 2 ms early.
+    assert clock.anchor([1_000_029, 995_000], sent=129.994, received=130.0) == 1_000_030_000
+    assert clock.now_ms() == 1_000_030_000, "the old anchor, carried forward, and fresh again"
+    mono[0] = 159.0
+    assert clock.now_ms() == 1_000_059_000
+
+
+def test_a_more_accurate_reading_replaces_the_anchor(monkeypatch: pytest.MonkeyPatch) -> None:
+    mono = [130.0]
+    clock = _clock_at(monkeypatch, mono)
+    # 0.08 ms round trip, and Redis's clock is 0.4 ms ahead of the projection: taken.
+    assert clock.anchor([1_000_030, 400], sent=129.99996, received=130.00004) == 1_000_030_000
+    mono[0] = 131.0
+    assert clock.now_ms() == 1_000_031_000  # 1 000 031 000.4, whole milliseconds
+
+
+def test_an_old_anchor_gives_way_to_a_slower_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    mono = [400.0]
+    clock = _clock_at(monkeypatch, mono)
+    # 300 s on: the anchor's error has grown to 0.05 ms + 300 s x 20 ppm = 6.05 ms, so a
+    # reading with a 6 ms round trip (3 ms of error) is the better one now.
+    assert clock.anchor([1_000_300, 1_000], sent=399.997, received=400.003) == 1_000_300_001
+
+
+def test_a_reading_that_contradicts_the_anchor_replaces_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mono = [130.0]
+    clock = _clock_at(monkeypatch, mono)
+    # The host slept 5 s (the monotonic clock stood still): Redis is 5 s ahead of the anchor's
+    # projection, far beyond both errors, so a slow reading is still taken.
+    assert clock.anchor([1_000_035, 0], sent=129.994, received=130.006) == 1_000_035_000
+    mono[0] = 131.0
+    assert clock.now_ms() == 1_000_036_000
