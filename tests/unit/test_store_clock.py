@@ -15,18 +15,52 @@ def test_no_anchor_means_read_time_first() -> None:
     assert RedisClock().now_ms() is None
 
 
+#: Half a round trip of 0.12 ms, exact in binary floating point.
+HALF_RT = 2.0**-14
+
+
 def test_the_anchor_is_the_round_trip_s_midpoint_carried_forward(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     mono = [100.0]
     monkeypatch.setattr(clock_module.time, "monotonic", lambda: mono[0])
     clock = RedisClock(refresh_s=10)
-    # TIME said 1 700 000 000.250 000 s; the round trip ran from 99.9 to 100.0 (midpoint 99.95)
-    assert clock.anchor([1_700_000_000, 250_000], sent=99.9, received=100.0) == 1_700_000_000_300
-    mono[0] = 103.95  # 4 s after the midpoint
+    # TIME said 1 700 000 000.250 000 s; the round trip's midpoint was 100.0 (now)
+    sent, received = 100.0 - HALF_RT, 100.0 + HALF_RT
+    assert clock.anchor([1_700_000_000, 250_000], sent, received) == 1_700_000_000_250
+    mono[0] = 104.0  # 4 s after the midpoint
     assert clock.now_ms() == 1_700_000_004_250
-    mono[0] = 109.96  # past the refresh: the store must read TIME again
+    mono[0] = 110.0  # the refresh is due: this caller must read TIME again
     assert clock.now_ms() is None
+    # Meanwhile the other callers carry on with the anchor: one TIME, not one per request.
+    assert clock.now_ms() == 1_700_000_010_250
+    mono[0] = 111.0  # the reading was not taken within a second: another caller takes it
+    assert clock.now_ms() is None
+    assert clock.now_ms() == 1_700_000_011_250
+
+
+def test_a_poor_anchor_is_read_again_soon_then_less_often(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mono = [100.0]
+    monkeypatch.setattr(clock_module.time, "monotonic", lambda: mono[0])
+    clock = RedisClock(refresh_s=30)
+    # The process was busy: a 4 ms round trip (2 ms of error, above GOOD_ERROR_S).
+    clock.anchor([1_000, 0], 99.996, 100.0)
+    due = []
+    for _ in range(7):
+        while clock.now_ms() is not None:
+            mono[0] += 0.25
+        due.append(mono[0])
+        clock.anchor([1_000, 0], mono[0] - 0.004, mono[0])  # busy again each time
+    waits = [round(later - earlier) for earlier, later in zip([100.0, *due], due, strict=False)]
+    assert waits == [1, 2, 4, 8, 16, 30, 30]
+    # A quiet moment gives a good reading: then every REFRESH_S only.
+    clock.anchor([1_000, 0], mono[0] - 2 * HALF_RT, mono[0])
+    start = mono[0]
+    while clock.now_ms() is not None:
+        mono[0] += 0.25
+    assert mono[0] - start == pytest.approx(30, abs=0.01)
 
 
 def test_a_real_clock_moves_forward() -> None:
@@ -50,7 +84,7 @@ def _clock_at(monkeypatch: pytest.MonkeyPatch, mono: list[float]) -> RedisClock:
     monkeypatch.setattr(clock_module.time, "monotonic", lambda: mono[0])
     clock = RedisClock(refresh_s=30)
     # Anchored by a 0.1 ms round trip around 100.0 s: Redis said 1 000 000.000 s then.
-    clock.anchor([1_000_000, 0], sent=99.99995, received=100.00005)
+    clock.anchor([1_000_000, 0], sent=100.0 - HALF_RT, received=100.0 + HALF_RT)
     return clock
 
 
