@@ -19,12 +19,19 @@ def test_no_anchor_means_read_time_first() -> None:
 HALF_RT = 2.0**-14
 
 
+def _fake_clock(
+    monkeypatch: pytest.MonkeyPatch, refresh_s: float = 30
+) -> tuple[RedisClock, list[float]]:
+    """A clock on a monotonic clock the test sets (``mono[0]``, from 100.0 s)."""
+    mono = [100.0]
+    monkeypatch.setattr(clock_module.time, "monotonic", lambda: mono[0])
+    return RedisClock(refresh_s=refresh_s), mono
+
+
 def test_the_anchor_is_the_round_trip_s_midpoint_carried_forward(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    mono = [100.0]
-    monkeypatch.setattr(clock_module.time, "monotonic", lambda: mono[0])
-    clock = RedisClock(refresh_s=10)
+    clock, mono = _fake_clock(monkeypatch, refresh_s=10)
     # TIME said 1 700 000 000.250 000 s; the round trip's midpoint was 100.0 (now)
     sent, received = 100.0 - HALF_RT, 100.0 + HALF_RT
     assert clock.anchor([1_700_000_000, 250_000], sent, received) == 1_700_000_000_250
@@ -42,9 +49,7 @@ def test_the_anchor_is_the_round_trip_s_midpoint_carried_forward(
 def test_a_poor_anchor_is_read_again_soon_then_less_often(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    mono = [100.0]
-    monkeypatch.setattr(clock_module.time, "monotonic", lambda: mono[0])
-    clock = RedisClock(refresh_s=30)
+    clock, mono = _fake_clock(monkeypatch)
     # The process was busy: a 4 ms round trip (2 ms of error, above GOOD_ERROR_S).
     clock.anchor([1_000, 0], 99.996, 100.0)
     due = []
@@ -80,19 +85,19 @@ def test_the_shortest_round_trip_sets_the_anchor(monkeypatch: pytest.MonkeyPatch
     assert clock.anchor_best([slow, fast]) == 1_000_600 + int((10.0 - 9.5001) * 1000)
 
 
-def _clock_at(monkeypatch: pytest.MonkeyPatch, mono: list[float]) -> RedisClock:
-    monkeypatch.setattr(clock_module.time, "monotonic", lambda: mono[0])
-    clock = RedisClock(refresh_s=30)
+def _clock_at(monkeypatch: pytest.MonkeyPatch, at: float) -> tuple[RedisClock, list[float]]:
+    """A clock anchored at 100.0 s, then read at ``at``."""
+    clock, mono = _fake_clock(monkeypatch)
     # Anchored by a 0.1 ms round trip around 100.0 s: Redis said 1 000 000.000 s then.
     clock.anchor([1_000_000, 0], sent=100.0 - HALF_RT, received=100.0 + HALF_RT)
-    return clock
+    mono[0] = at
+    return clock, mono
 
 
 def test_a_refresh_with_a_slow_round_trip_keeps_the_more_accurate_anchor(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    mono = [130.0]
-    clock = _clock_at(monkeypatch, mono)
+    clock, mono = _clock_at(monkeypatch, 130.0)
     assert clock.now_ms() is None, "stale: the store reads TIME again"
     # A busy process read TIME with a 6 ms round trip; its midpoint reading is 2 ms early.
     assert clock.anchor([1_000_029, 995_000], sent=129.994, received=130.0) == 1_000_030_000
@@ -102,8 +107,7 @@ def test_a_refresh_with_a_slow_round_trip_keeps_the_more_accurate_anchor(
 
 
 def test_a_more_accurate_reading_replaces_the_anchor(monkeypatch: pytest.MonkeyPatch) -> None:
-    mono = [130.0]
-    clock = _clock_at(monkeypatch, mono)
+    clock, mono = _clock_at(monkeypatch, 130.0)
     # 0.08 ms round trip, and Redis's clock is 0.4 ms ahead of the projection: taken.
     assert clock.anchor([1_000_030, 400], sent=129.99996, received=130.00004) == 1_000_030_000
     mono[0] = 131.0
@@ -111,8 +115,7 @@ def test_a_more_accurate_reading_replaces_the_anchor(monkeypatch: pytest.MonkeyP
 
 
 def test_an_old_anchor_gives_way_to_a_slower_reading(monkeypatch: pytest.MonkeyPatch) -> None:
-    mono = [400.0]
-    clock = _clock_at(monkeypatch, mono)
+    clock, _ = _clock_at(monkeypatch, 400.0)
     # 300 s on: the anchor's error has grown to 0.05 ms + 300 s x 20 ppm = 6.05 ms, so a
     # reading with a 6 ms round trip (3 ms of error) is the better one now.
     assert clock.anchor([1_000_300, 1_000], sent=399.997, received=400.003) == 1_000_300_001
@@ -121,8 +124,7 @@ def test_an_old_anchor_gives_way_to_a_slower_reading(monkeypatch: pytest.MonkeyP
 def test_a_reading_that_contradicts_the_anchor_replaces_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    mono = [130.0]
-    clock = _clock_at(monkeypatch, mono)
+    clock, mono = _clock_at(monkeypatch, 130.0)
     # The host slept 5 s (the monotonic clock stood still): Redis is 5 s ahead of the anchor's
     # projection, far beyond both errors, so a slow reading is still taken.
     assert clock.anchor([1_000_035, 0], sent=129.994, received=130.006) == 1_000_035_000
