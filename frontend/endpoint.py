@@ -102,28 +102,12 @@ class McpEndpoint:
         finally:
             REQUEST_ID.reset(token)
         reply.headers["X-Request-Id"] = rid
-        fields: dict[str, Any] = {
-            "request_id": rid,
-            "http_status": reply.status,
-            "latency_ms": round((time.perf_counter() - started) * 1000, 2),
-        }
-        if rpc is not None:
-            # Never the taskId itself (a bearer token): a short hash of its storage ref.
-            fields["method"] = rpc.method
-            if rpc.method == "tools/call" and isinstance(rpc.params.get("name"), str):
-                fields["tool"] = rpc.params["name"]
-            if isinstance(rpc.params.get("taskId"), str):
-                fields["task"] = task_hash(task_ref(rpc.params["taskId"]))
-        if code is not None:
-            fields["error_code"] = code
+        latency_s = time.perf_counter() - started
         # Metric labels only take known methods: a client must not grow our label set.
         method = rpc.method if rpc is not None and rpc.method in KNOWN_METHODS else "other"
-        fields.setdefault("method", method)
-        metrics.REQUESTS.labels(method, str(reply.status)).inc()
-        metrics.LATENCY.labels(method).observe(fields["latency_ms"] / 1000)
-        if reply.status == 503:
-            metrics.STORE_ERRORS.inc()
-        log.info("mcp request", extra=fields)
+        metrics.observe_request(method, reply.status, latency_s)
+        if log.isEnabledFor(logging.INFO):  # the fields cost a hash per request: only if logged
+            log.info("mcp request", extra=_log_fields(rid, reply, rpc, code, method, latency_s))
         return reply
 
     async def _handle(self, req: HttpRequest) -> tuple[HttpReply, RpcRequest | None, int | None]:
@@ -188,6 +172,33 @@ class McpEndpoint:
             log.exception("unhandled error", extra={"method": rpc.method, "error_id": error_id})
             error = internal_error(error_id)
         return self._reply(rpc.id, error=error), rpc, error.code
+
+
+def _log_fields(
+    rid: str,
+    reply: HttpReply,
+    rpc: RpcRequest | None,
+    code: int | None,
+    method: str,
+    latency_s: float,
+) -> dict[str, Any]:
+    """A request's log line: never the taskId itself (a bearer token), a short hash of its
+    storage ref."""
+    fields: dict[str, Any] = {
+        "request_id": rid,
+        "http_status": reply.status,
+        "latency_ms": round(latency_s * 1000, 2),
+    }
+    if rpc is not None:
+        fields["method"] = rpc.method
+        if rpc.method == "tools/call" and isinstance(rpc.params.get("name"), str):
+            fields["tool"] = rpc.params["name"]
+        if isinstance(rpc.params.get("taskId"), str):
+            fields["task"] = task_hash(task_ref(rpc.params["taskId"]))
+    if code is not None:
+        fields["error_code"] = code
+    fields.setdefault("method", method)
+    return fields
 
 
 def _request_id(header: str | None) -> str:

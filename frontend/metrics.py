@@ -46,6 +46,23 @@ LATENCY = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 STORE_ERRORS = Counter("mcpq_store_errors", "Requests that found the task store unavailable")
+#: The metric children of each (method, status): ``labels()`` validates and locks per call,
+#: and every request records one. Bounded: methods are the known ones, statuses a handful.
+_REQUEST_CHILDREN: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
+
+
+def observe_request(method: str, status: int, latency_s: float) -> None:
+    """Count one MCP request and its latency (``method``: a known method, or ``other``)."""
+    children = _REQUEST_CHILDREN.get((method, status))
+    if children is None:
+        children = (REQUESTS.labels(method, str(status)), LATENCY.labels(method))
+        _REQUEST_CHILDREN[(method, status)] = children
+    children[0].inc()
+    children[1].observe(latency_s)
+    if status == 503:
+        STORE_ERRORS.inc()
+
+
 LIMIT_REJECTIONS = Counter(
     "mcpq_limit_rejections", "Creates refused by a per-principal limit (429)", ["limit"]
 )

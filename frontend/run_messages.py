@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from celery import Celery
 from kombu import Producer as KombuProducer
 from kombu.transport import redis as kombu_redis
@@ -82,7 +83,10 @@ class RunMessages:
         template = self._templates[key]
         if template is None:
             return self._celery(run)
-        return Message(template.key, dumps(_fill(template, run, str(uuid.uuid4()))))
+        # orjson, not kombu's json.dumps (the stdlib's): the same JSON values, a tenth of the
+        # cost, twice per create (the body, then the message around it).
+        filled = _fill(template, run, str(uuid.uuid4()))
+        return Message(template.key, orjson.dumps(filled).decode())
 
     def _celery(self, run: Run) -> Message:
         _captured.message = None
@@ -103,14 +107,15 @@ class RunMessages:
         check = self._celery(sample)
         expected: dict[str, Any] = json.loads(check.body)
         tag = expected["properties"]["delivery_tag"]
-        if check.key != first.key or _fill(template, sample, tag) != expected:
+        # The body is compared as JSON values: ours is encoded by orjson, Celery's by kombu.
+        if check.key != first.key or _decoded(_fill(template, sample, tag)) != _decoded(expected):
             return None  # Celery's format is not the one this module knows
         return template
 
 
 def _fill(template: _Template, run: Run, delivery_tag: str) -> dict[str, Any]:
     """The template with the fields of ``run`` (see the module's docstring)."""
-    body = dumps([[run.ref], template.kwargs, template.embed]).encode()
+    body = orjson.dumps([[run.ref], template.kwargs, template.embed])
     headers = {**template.fields["headers"], "id": run.ref, "root_id": run.ref}
     headers.update({"argsrepr": repr([run.ref]), REQUEST_ID_HEADER: run.request_id})
     properties = {**template.fields["properties"], "correlation_id": run.ref}
@@ -118,3 +123,8 @@ def _fill(template: _Template, run: Run, delivery_tag: str) -> dict[str, Any]:
     message = {**template.fields, "headers": headers, "properties": properties}
     message["body"] = base64.b64encode(body).decode()
     return message
+
+
+def _decoded(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with its body (base64 of JSON) decoded."""
+    return {**message, "body": json.loads(base64.b64decode(message["body"]))}

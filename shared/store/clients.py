@@ -23,15 +23,14 @@ import redis.exceptions as rexc
 import redis.sentinel
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
-from redis.connection import HiredisRespSerializer
 from redis.retry import Retry
-from redis.utils import HIREDIS_AVAILABLE
 
 from shared import redis_urls
 from shared.redis_tls import redis_tls
 from shared.settings import Settings
 from shared.store.aio import AsyncTaskStore
 from shared.store.keys import Keys
+from shared.store.lean import LeanPool, lean_connections
 from shared.store.payloads import Payloads
 from shared.store.sync import TaskStore
 from shared.store.tally import StatsTally
@@ -49,10 +48,15 @@ class _BlockingSentinelPool(redis.sentinel.SentinelConnectionPool, redis.Blockin
     connection as :class:`redis.BlockingConnectionPool` does, instead of failing past its size."""
 
 
+class _AsyncBlockingPool(LeanPool, aioredis.BlockingConnectionPool):
+    """The web tier's pool: redis-py's blocking pool with :class:`~shared.store.lean.LeanPool`'s
+    fast checkout and release."""
+
+
 class _AsyncBlockingSentinelPool(
-    aiosentinel.SentinelConnectionPool, aioredis.BlockingConnectionPool
+    LeanPool, aiosentinel.SentinelConnectionPool, aioredis.BlockingConnectionPool
 ):
-    """The asyncio flavour of :class:`_BlockingSentinelPool`."""
+    """The asyncio flavour of :class:`_BlockingSentinelPool`, with the fast checkout too."""
 
 
 def _sentinel_pool_kwargs(
@@ -81,31 +85,10 @@ def _sync_pool(settings: Settings, **options: Any) -> redis.ConnectionPool:
     return _BlockingSentinelPool(target.service, sentinels, **kwargs, **options)  # type: ignore[no-untyped-call]
 
 
-class _HiredisPacking:
-    """Commands packed by hiredis, as redis-py's synchronous connections already do: its
-    asyncio connections pack in Python, about 30 µs for a create's forty arguments, the largest
-    single cost of the web tier's round trip after the wait itself."""
-
-    _packer = HiredisRespSerializer()
-
-    def pack_command(self, *args: Any) -> list[bytes]:
-        packed: list[bytes] = self._packer.pack(*args)
-        return packed
-
-
-def _hiredis_packing(pool: aioredis.ConnectionPool) -> aioredis.ConnectionPool:
-    """``pool``'s connections, whatever their kind (TCP, TLS, Unix socket, Sentinel-managed),
-    packing with hiredis (a dependency: its parser reads every reply)."""
-    if HIREDIS_AVAILABLE:
-        kind = pool.connection_class
-        pool.connection_class = type(f"Hiredis{kind.__name__}", (_HiredisPacking, kind), {})
-    return pool
-
-
 def _async_pool(settings: Settings, **options: Any) -> aioredis.ConnectionPool:
     url, tls = _url_and_tls(settings)
     if not redis_urls.is_sentinel(url):
-        return _hiredis_packing(aioredis.BlockingConnectionPool.from_url(url, **tls, **options))
+        return lean_connections(_AsyncBlockingPool.from_url(url, **tls, **options))
     target = redis_urls.parse_sentinel(url)
     sentinels = aiosentinel.Sentinel(  # type: ignore[no-untyped-call]
         list(target.sentinels),
@@ -114,7 +97,7 @@ def _async_pool(settings: Settings, **options: Any) -> aioredis.ConnectionPool:
         ),
     )
     kwargs = _sentinel_pool_kwargs(settings, target, tls)
-    return _hiredis_packing(
+    return lean_connections(
         _AsyncBlockingSentinelPool(target.service, sentinels, **kwargs, **options)  # type: ignore[no-untyped-call]
     )
 
