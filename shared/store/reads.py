@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from shared.store.calls import ScriptCall
 from shared.store.keys import Keys
+from shared.store.records import POLL_FIELDS
 
 
 def read(
@@ -24,8 +25,8 @@ def read(
     def parse(r: list[list[str]]) -> tuple[dict[str, str], dict[str, str]] | None:
         return (pairs(r[0]), pairs(r[1])) if r else None
 
-    flags = ["1" if watching else "", "1" if call else ""]
-    return ScriptCall("read", [k.task(ref), k.inputs(ref)], [owner, *flags], parse)
+    args = [owner, "1" if watching else "", "1" if call else "", *(() if call else POLL_FIELDS)]
+    return ScriptCall("read", [k.task(ref), k.inputs(ref)], args, parse)
 
 
 def mark_watched(k: Keys, refs: Sequence[str]) -> list[ScriptCall[int]]:

@@ -8,6 +8,30 @@ from typing import Any
 from shared.store.payloads import PLAIN, Payloads
 from shared.store.states import TERMINAL, TaskStatus
 
+#: The fields of a task hash a poll reads (``read.lua``): every one :meth:`TaskRecord.from_hash`
+#: reads but the call's own (arguments, capabilities, pre-answers: CALL_FIELDS), ``owner`` first
+#: (the script compares it). A field ``from_hash`` reads must be named here or in CALL_FIELDS:
+#: a test holds them together.
+POLL_FIELDS = (
+    "owner",
+    "status",
+    "created_ms",
+    "updated_ms",
+    "ttl_ms",
+    "poll_ms",
+    "tool",
+    "queue",
+    "msg",
+    "sync",
+    "gen",
+    "runs",
+    "reports",
+    "result",
+    "error",
+)
+#: The call's own fields: only a reader that asks for the call gets them.
+CALL_FIELDS = ("args", "caps", "pre")
+
 
 @dataclass
 class TaskRecord:

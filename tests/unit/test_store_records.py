@@ -1,0 +1,50 @@
+"""A poll reads only the fields named in ``POLL_FIELDS`` (``read.lua`` gets them from there):
+every field ``TaskRecord.from_hash`` reads must be among them or be the call's own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.store.records import CALL_FIELDS, POLL_FIELDS, TaskRecord
+
+
+class _Recording(dict[str, str]):
+    """A task hash that remembers which fields were asked for."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.asked: set[str] = set()
+
+    def __getitem__(self, name: str) -> str:
+        self.asked.add(name)
+        return super().__getitem__(name)
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        self.asked.add(name)
+        return super().get(name, default)
+
+
+def test_every_field_the_record_reads_is_a_poll_field_or_the_calls_own() -> None:
+    h = _Recording(
+        {
+            "owner": "alice",
+            "status": "completed",
+            "created_ms": "1",
+            "updated_ms": "2",
+            "ttl_ms": "60000",
+            "poll_ms": "500",
+            "tool": "echo",
+            "queue": "q",
+            "sync": "0",
+            "gen": "1",
+            "runs": "1",
+            "reports": "0",
+            "result": '{"content": []}',
+            "args": '{"text": "hi"}',
+        }
+    )
+    record = TaskRecord.from_hash("ref", h)
+    assert record.result == {"content": []} and record.arguments == {"text": "hi"}
+    assert h.asked - set(CALL_FIELDS) <= set(POLL_FIELDS), "a field from_hash reads is not read"
+    assert POLL_FIELDS[0] == "owner"  # read.lua compares it first
+    assert not set(CALL_FIELDS) & set(POLL_FIELDS)
