@@ -140,7 +140,8 @@ class LeanPool:
         connection = pool._available_connections.pop()
         pool._in_use_connections.add(connection)
         try:
-            # As redis-py does: connected, and nothing left unread by an earlier user.
+            # redis-py's own check of a connection it hands out (connected; see its
+            # ensure_connection for when it also refuses one with unread data).
             await pool.ensure_connection(connection)
         except BaseException:
             await self.release(connection)
