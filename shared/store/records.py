@@ -9,9 +9,9 @@ from shared.store.payloads import PLAIN, Payloads
 from shared.store.states import TERMINAL, TaskStatus
 
 #: The fields of a task hash a poll reads (``read.lua``): every one :meth:`TaskRecord.from_hash`
-#: reads but the call's own (arguments, capabilities, pre-answers: CALL_FIELDS), ``owner`` first
-#: (the script compares it). A field ``from_hash`` reads must be named here or in CALL_FIELDS:
-#: a test holds them together.
+#: reads but the call's own (``args``, ``caps``, ``pre``: only a reader that asks for the call
+#: gets them), ``owner`` first (the script compares it). A test holds this list and
+#: ``from_hash`` together.
 POLL_FIELDS = (
     "owner",
     "status",
@@ -29,8 +29,6 @@ POLL_FIELDS = (
     "result",
     "error",
 )
-#: The call's own fields: only a reader that asks for the call gets them.
-CALL_FIELDS = ("args", "caps", "pre")
 
 
 @dataclass

@@ -11,7 +11,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -38,8 +38,8 @@ async def _web_client(server: RedisProcess, **env: str) -> AsyncIterator[aioredi
         await client.aclose()
 
 
-def _run(body: Callable[[], Awaitable[Any]]) -> Any:
-    return asyncio.run(body())  # type: ignore[arg-type]
+def _run(body: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    return asyncio.run(body())
 
 
 def _pings(admin: redis.Redis) -> int:

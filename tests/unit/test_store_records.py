@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.store.records import CALL_FIELDS, POLL_FIELDS, TaskRecord
+from shared.store.records import POLL_FIELDS, TaskRecord
+
+#: The call's own fields: a poll leaves them in Redis.
+CALL_FIELDS = ("args", "caps", "pre")
 
 
 class _Recording(dict[str, str]):
