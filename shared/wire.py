@@ -8,6 +8,7 @@ was not: the spec forbids some fields in some states (``result`` outside ``compl
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Literal
 
@@ -22,19 +23,24 @@ JsonObject = dict[str, Any]
 
 def iso(ms: int) -> str:
     """ISO 8601 UTC with milliseconds, e.g. ``2026-11-30T04:52:00.891Z``."""
-    # Integer arithmetic (no float seconds to round), gmtime and %-formatting: every task a
-    # client reads formats two of these, and this is half the cost of strftime (a third less
-    # than an f-string's seven format specs).
     seconds, millis = divmod(ms, 1000)
+    return "%s.%03dZ" % (_iso_second(seconds), millis)  # noqa: UP031
+
+
+@functools.lru_cache(maxsize=256)
+def _iso_second(seconds: int) -> str:
+    """``2026-11-30T04:52:00``. Every task a client reads formats two timestamps, mostly of the
+    same few seconds (a task's creation and its last update, the tasks created or polled in
+    the last moments): each second is formatted once, with gmtime and %-formatting (half the
+    cost of strftime, a third less than an f-string's six format specs)."""
     t = time.gmtime(seconds)
-    return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (  # noqa: UP031
+    return "%04d-%02d-%02dT%02d:%02d:%02d" % (  # noqa: UP031
         t.tm_year,
         t.tm_mon,
         t.tm_mday,
         t.tm_hour,
         t.tm_min,
         t.tm_sec,
-        millis,
     )
 
 

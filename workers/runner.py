@@ -110,6 +110,8 @@ class _Ending:
             if self._logged:
                 return
             self._logged = True
+        if not log.isEnabledFor(logging.INFO):  # the fields cost a hash per run: only if logged
+            return
         fields = {
             "task": task_hash(self._run.ref),
             "tool": self._run.tool,

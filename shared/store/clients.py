@@ -30,7 +30,7 @@ from shared.redis_tls import redis_tls
 from shared.settings import Settings
 from shared.store.aio import AsyncTaskStore
 from shared.store.keys import Keys
-from shared.store.lean import LeanPool, lean_connections
+from shared.store.lean import LeanPool, LeanSyncPool, lean_connections
 from shared.store.payloads import Payloads
 from shared.store.sync import TaskStore
 from shared.store.tally import StatsTally
@@ -43,9 +43,17 @@ def _url_and_tls(settings: Settings) -> tuple[str, dict[str, Any]]:
     return tls.url, tls.redis_py()
 
 
-class _BlockingSentinelPool(redis.sentinel.SentinelConnectionPool, redis.BlockingConnectionPool):
+class _SyncBlockingPool(LeanSyncPool, redis.BlockingConnectionPool):
+    """The workers' pool: redis-py's blocking pool with :class:`~shared.store.lean.LeanSyncPool`'s
+    fast checkout and release."""
+
+
+class _BlockingSentinelPool(
+    LeanSyncPool, redis.sentinel.SentinelConnectionPool, redis.BlockingConnectionPool
+):
     """Sentinel's pool (where the primary is, asked per new connection) that waits for a free
-    connection as :class:`redis.BlockingConnectionPool` does, instead of failing past its size."""
+    connection as :class:`redis.BlockingConnectionPool` does, instead of failing past its size,
+    with the fast checkout too."""
 
 
 class _AsyncBlockingPool(LeanPool, aioredis.BlockingConnectionPool):
@@ -73,7 +81,7 @@ def _sentinel_pool_kwargs(
 def _sync_pool(settings: Settings, **options: Any) -> redis.ConnectionPool:
     url, tls = _url_and_tls(settings)
     if not redis_urls.is_sentinel(url):
-        return redis.BlockingConnectionPool.from_url(url, **tls, **options)
+        return _SyncBlockingPool.from_url(url, **tls, **options)
     target = redis_urls.parse_sentinel(url)
     sentinels = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
         list(target.sentinels),

@@ -22,7 +22,7 @@ from redis.asyncio.connection import AbstractConnection
 
 from shared.errors import StoreUnavailable, TaskNotFound
 from shared.settings import Settings
-from shared.store import AsyncTaskStore, Keys, NewTask, task_ref
+from shared.store import AsyncTaskStore, Keys, NewTask, lean, task_ref
 from shared.store.clients import async_client, sync_client
 from shared.store.lean import LeanWrites
 from shared.wire import Task
@@ -191,9 +191,15 @@ def test_the_web_clients_connections_pack_with_hiredis_and_round_trip_every_argu
     redis_process: RedisProcess,
 ) -> None:
     """The asyncio client packs commands with hiredis (redis-py packs its asyncio commands in
-    Python), byte for byte as redis-py would, and Redis reads them back as sent."""
+    Python), byte for byte as redis-py would (also what only redis-py's way takes: a two-word
+    command name in one string, a memoryview), and Redis reads them back as sent."""
     settings = Settings.from_env({"REDIS_URL": redis_process.url})
     args: tuple[Any, ...] = ("SET", "mcpq-test:pack", "ünï ✓")
+    others: list[tuple[Any, ...]] = [
+        ("EVALSHA", "a" * 40, 2, "{mcpq}:t:k", "{mcpq}:t:k:in", "owner", "", 1.5, b"\xff"),
+        ("SCRIPT LOAD", "return 1"),
+        ("SET", "k", memoryview(b"view")),
+    ]
 
     async def round_trip() -> tuple[type, list[bytes], list[bytes], Any]:
         client = async_client(settings)
@@ -203,6 +209,10 @@ def test_the_web_clients_connections_pack_with_hiredis_and_round_trip_every_argu
                 kind = type(connection)
                 ours = connection.pack_command(*args, 12, 3.25, b"\x00raw")
                 python = AbstractConnection.pack_command(connection, *args, 12, 3.25, b"\x00raw")
+                for other in others:
+                    assert b"".join(connection.pack_command(*other)) == b"".join(
+                        AbstractConnection.pack_command(connection, *other)
+                    )
             finally:
                 await client.connection_pool.release(connection)
             await client.execute_command(*args)
@@ -212,6 +222,6 @@ def test_the_web_clients_connections_pack_with_hiredis_and_round_trip_every_argu
             await client.aclose()
 
     kind, ours, python, value = asyncio.run(round_trip())
-    assert issubclass(kind, LeanWrites) and kind._packer is not None  # hiredis's packer
+    assert issubclass(kind, LeanWrites) and lean._pack is not None  # hiredis's packer
     assert b"".join(ours) == b"".join(python)
     assert value == "ünï ✓"

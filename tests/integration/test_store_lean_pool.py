@@ -1,8 +1,10 @@
-"""The web tier's Redis pool and connections (``shared.store.lean``): an idle connection is handed
-out and taken back without the pool's condition while nobody waits, a command is written
-without a task per write, and each step redis-py would take where it matters still happens:
-a waiter gets a released connection, a due health check pings, a write that cannot drain times
-out and drops its connection.
+"""The Redis pools and connections of ``shared.store.lean``. The web tier's: an idle connection is
+handed out and taken back without the pool's condition while nobody waits, a command is written
+without a task per write, and each step redis-py would take where it matters still happens: a
+waiter gets a released connection, a due health check pings, a write that cannot drain times
+out and drops its connection. The workers': an idle connection goes out and back without
+redis-py's bookkeeping, threads sharing the pool never share a connection, and a connection
+left with an unread reply, or dropped, is not handed out as it is.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -21,9 +24,9 @@ import redis.asyncio as aioredis
 import redis.exceptions as rexc
 
 from shared.settings import Settings
-from shared.store import AsyncTaskStore, Keys, NewTask, task_ref
-from shared.store.clients import async_client
-from shared.store.lean import LeanPool, LeanWrites, lean_enabled
+from shared.store import AsyncTaskStore, Keys, NewTask, TaskStore, task_ref
+from shared.store.clients import async_client, sync_client
+from shared.store.lean import LeanPool, LeanSyncPool, LeanWrites, lean_enabled, lean_sync_enabled
 from tests.support.redis_server import RedisProcess, redis_server
 
 OWNER = "principal-alice"
@@ -50,6 +53,7 @@ def test_the_locked_redis_py_has_what_the_fast_paths_use() -> None:
     """Should a redis-py release rename what the fast paths use, they step aside (slower,
     never wrong): this fails then, so the change is seen rather than paid for unnoticed."""
     assert lean_enabled()
+    assert lean_sync_enabled()
 
 
 def test_the_web_client_is_built_on_the_fast_paths(redis_process: RedisProcess) -> None:
@@ -168,3 +172,135 @@ def test_a_write_that_cannot_drain_times_out_and_drops_its_connection() -> None:
                 return took
 
         assert _run(body) < 5
+
+
+# -- the workers' pool ------------------------------------------------------------------------
+
+
+def _worker_client(server: RedisProcess, **env: str) -> redis.Redis:
+    return sync_client(Settings.from_env({"REDIS_URL": server.url, **env}))
+
+
+def _idle(pool: Any) -> int:
+    """Connections (made ones, not empty slots) waiting in the pool's queue."""
+    return sum(1 for connection in list(pool.pool.queue) if connection is not None)
+
+
+def test_the_workers_client_is_built_on_the_fast_path(redis_process: RedisProcess) -> None:
+    client = _worker_client(redis_process)
+    try:
+        assert isinstance(client.connection_pool, LeanSyncPool)
+    finally:
+        client.close()
+
+
+def test_an_idle_connection_goes_out_and_back_without_redis_pys_bookkeeping(
+    redis_process: RedisProcess, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the pool holds a connection, a store call takes it and puts it back without
+    redis-py's own checkout and release; it is the same connection every time."""
+    client = _worker_client(redis_process)
+    try:
+        store = TaskStore(client, keys)
+        ref = task_ref("lean-sync-idle")
+        new = NewTask(ref, "echo", "q", OWNER, {"text": "hi"}, {}, 60_000, 100)
+        assert store.create(new, 30_000) is not None
+        pool: Any = client.connection_pool
+        assert _idle(pool) == 1
+        (first,) = [c for c in pool.pool.queue if c is not None]
+
+        def refused(*_: Any, **__: Any) -> Any:
+            raise AssertionError("redis-py's own path was taken")
+
+        monkeypatch.setattr(redis.BlockingConnectionPool, "get_connection", refused)
+        monkeypatch.setattr(redis.BlockingConnectionPool, "release", refused)
+        for _ in range(3):
+            record = store.record(ref)
+            assert record is not None and record.status == "working"
+        assert _idle(pool) == 1
+        assert [c for c in pool.pool.queue if c is not None] == [first]
+    finally:
+        client.close()
+
+
+def test_threads_sharing_the_pool_never_share_a_connection(redis_process: RedisProcess) -> None:
+    """16 threads, 4 connections, each thread's ECHO answered with its own value: a connection
+    handed to two threads at once would cross their replies (or break the protocol)."""
+    client = _worker_client(redis_process)
+    pool: Any = client.connection_pool
+    pool.pool = type(pool.pool)(4)  # a pool of 4 slots, as redis-py's reset() fills it
+    for _ in range(4):
+        pool.pool.put_nowait(None)
+    pool.max_connections = 4
+    crossed: list[tuple[str, str]] = []
+    failed: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(300):
+                sent = f"t{n}-{i}"
+                got = client.echo(sent)
+                if got != sent:
+                    crossed.append((sent, str(got)))
+        except BaseException as exc:
+            failed.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(16)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not failed and not crossed
+        assert 1 <= _idle(pool) <= 4 and pool.pool.qsize() == 4  # every slot back
+    finally:
+        client.close()
+
+
+def test_a_connection_left_with_an_unread_reply_is_not_handed_out(
+    redis_process: RedisProcess,
+) -> None:
+    """A command cut short between its write and its read (an exception raised into the thread)
+    leaves a reply on the connection: the next checkout must not read it as its own. (redis-py
+    8's own pool fails this: with maintenance notifications "auto", its default, it skips
+    the check and the next command reads "stale".)"""
+    client = _worker_client(redis_process)
+    try:
+        assert client.ping()
+        pool: Any = client.connection_pool
+        conn = pool.get_connection()
+        conn.send_command("ECHO", "stale")
+        deadline = time.monotonic() + 5
+        while not conn.can_read() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pool.release(conn)  # with "stale" unread
+        assert client.echo("fresh") == "fresh"
+        assert client.echo("again") == "again"
+    finally:
+        client.close()
+
+
+def test_a_dropped_connection_is_connected_again_by_redis_py(
+    redis_process: RedisProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection dropped after an error goes back to the pool unconnected; the next checkout
+    has redis-py connect it (its own path), and the round trip works."""
+    client = _worker_client(redis_process)
+    try:
+        assert client.ping()
+        pool: Any = client.connection_pool
+        conn = pool.get_connection()
+        conn.disconnect()
+        pool.release(conn)
+        taken: list[int] = []
+        own = redis.BlockingConnectionPool.get_connection
+
+        def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+            taken.append(1)
+            return own(self, *args, **kwargs)
+
+        monkeypatch.setattr(redis.BlockingConnectionPool, "get_connection", counted)
+        assert client.echo("back") == "back"
+        assert taken == [1]
+    finally:
+        client.close()
