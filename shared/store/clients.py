@@ -23,6 +23,7 @@ import redis.exceptions as rexc
 import redis.sentinel
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
+from redis.maint_notifications import MaintNotificationsConfig
 from redis.retry import Retry
 
 from shared import redis_urls
@@ -110,6 +111,13 @@ def _async_pool(settings: Settings, **options: Any) -> aioredis.ConnectionPool:
     )
 
 
+NO_MAINT_NOTIFICATIONS = MaintNotificationsConfig(enabled=False)
+"""Maintenance notifications (a managed Redis's RESP3 push messages) are off on every pool: our
+connections speak RESP2, where they cannot arrive, and redis-py 8, with its default (``auto``),
+skips its check that a connection it hands out holds no unread reply. A command cut short
+between its write and its read (``TaskCancelled`` raised into an io-pool thread, a cancelled
+request) would then leave its reply to the next caller, who would read it as its own."""
+
 SYNC_POOL_SIZE = 64
 """Connections of one synchronous client. A thread pool's runs share them: a command takes one
 for a round trip (nobody holds one to wait: ``shared.store.wakeups``), and a thread that finds
@@ -130,6 +138,7 @@ def sync_client(settings: Settings, *, block_s: float = 0.0) -> redis.Redis:
         socket_connect_timeout=settings.redis_timeout_s,
         health_check_interval=30,
         retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
+        maint_notifications_config=NO_MAINT_NOTIFICATIONS,
     )
     return redis.Redis.from_pool(pool)  # the client owns (and closes) its pool
 
@@ -163,6 +172,7 @@ def async_client(settings: Settings) -> aioredis.Redis:
         socket_connect_timeout=min(settings.redis_timeout_s, 0.5),
         health_check_interval=30,
         retry=AsyncRetry(ExponentialBackoff(cap=0.2, base=0.05), 1, (rexc.ConnectionError,)),
+        maint_notifications_config=NO_MAINT_NOTIFICATIONS,
     )
     return aioredis.Redis.from_pool(pool)  # the client owns (and closes) its pool
 

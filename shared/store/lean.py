@@ -30,8 +30,8 @@ release took 54-104 µs that way, against 47-57 µs for the same queue operation
 of the connection. Sampled in a worker running no-op tools, redis-py's checkout and release
 held the GIL about 8% of the time its threads did; this path, about 5%. :class:`LeanSyncPool`
 takes an idle connection off the queue and puts it back directly, checking what redis-py checks
-of a connection it hands out (connected, and no unread reply: more strictly, see
-:meth:`LeanSyncPool.get_connection`), and steps aside whenever anything else might happen: the
+of a connection it hands out (connected, and no unread reply), and steps aside whenever
+anything else might happen: the
 queue is empty (then redis-py waits for one, bounded by the pool's timeout), a slot has no
 connection yet (redis-py makes it), the process forked, a maintenance notification rewrites
 the pool, or the connection is not the pool's own.
@@ -251,11 +251,9 @@ class LeanSyncPool:
         try:
             # redis-py's own check of a connection it hands out: no unread reply left by a
             # command cut short (an io pool raises TaskCancelled into a thread that ignored its
-            # cancel, wherever it is). NOTE: stricter than redis-py 8, which skips the check
-            # while maintenance notifications are "auto" (its default) and so hands such a
-            # connection to the next thread, which reads the other command's reply as its own.
-            # Our connections speak RESP2, where no push message can be pending: data here is
-            # always a stale reply (should one ever be a RESP3 push, the cost is a reconnect).
+            # cancel, wherever it is). Without the maintenance-notification exemption redis-py
+            # makes: our clients turn those off (NO_MAINT_NOTIFICATIONS in clients.py), and on
+            # RESP2 no push message can be pending, so data here is always a stale reply.
             if connection.can_read() and pool.cache is None:
                 raise redis.ConnectionError("Connection has data")
         except (redis.ConnectionError, redis.TimeoutError, OSError):

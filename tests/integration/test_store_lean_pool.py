@@ -261,9 +261,9 @@ def test_a_connection_left_with_an_unread_reply_is_not_handed_out(
     redis_process: RedisProcess,
 ) -> None:
     """A command cut short between its write and its read (an exception raised into the thread)
-    leaves a reply on the connection: the next checkout must not read it as its own. (redis-py
-    8's own pool fails this: with maintenance notifications "auto", its default, it skips
-    the check and the next command reads "stale".)"""
+    leaves a reply on the connection: the next checkout must not read it as its own. (A
+    redis-py 8 pool as redis-py builds it fails this: with maintenance notifications "auto",
+    its default, it skips the check and the next command reads "stale".)"""
     client = _worker_client(redis_process)
     try:
         assert client.ping()
@@ -302,5 +302,52 @@ def test_a_dropped_connection_is_connected_again_by_redis_py(
         monkeypatch.setattr(redis.BlockingConnectionPool, "get_connection", counted)
         assert client.echo("back") == "back"
         assert taken == [1]
+    finally:
+        client.close()
+
+
+def test_a_web_connection_left_with_an_unread_reply_is_not_handed_out(
+    redis_process: RedisProcess,
+) -> None:
+    """The same on the web tier's pool (a request cancelled between a write and its read)."""
+
+    async def body() -> None:
+        async with _web_client(redis_process) as client:
+            assert not client.connection_pool.maint_notifications_enabled()
+            assert await client.ping()
+            pool: Any = client.connection_pool
+            conn = await pool.get_connection()
+            await conn.send_command("ECHO", "stale")
+            await asyncio.sleep(0.05)
+            await pool.release(conn)  # with "stale" unread
+            assert await client.echo("fresh") == "fresh"
+
+    _run(body)
+
+
+def test_a_waiter_on_the_workers_pool_never_gets_an_unread_reply(
+    redis_process: RedisProcess,
+) -> None:
+    """With every connection out, a thread waits in redis-py's own checkout; the connection it
+    gets was released with an unread reply: redis-py's check (maintenance notifications off)
+    drops it rather than handing it over."""
+    client = _worker_client(redis_process)
+    try:
+        pool: Any = client.connection_pool
+        assert not pool.maint_notifications_enabled()
+        pool.pool = type(pool.pool)(1)  # a pool of one slot, as redis-py's reset() fills it
+        pool.pool.put_nowait(None)
+        pool.max_connections = 1
+        assert client.ping()
+        conn = pool.get_connection()
+        got: list[Any] = []
+        waiter = threading.Thread(target=lambda: got.append(client.echo("fresh")))
+        waiter.start()
+        time.sleep(0.2)  # the waiter is in redis-py's blocking get
+        conn.send_command("ECHO", "stale")
+        time.sleep(0.05)
+        pool.release(conn)
+        waiter.join(10)
+        assert got == ["fresh"]
     finally:
         client.close()
