@@ -186,6 +186,24 @@ def _idle(pool: Any) -> int:
     return sum(1 for connection in list(pool.pool.queue) if connection is not None)
 
 
+def _slots(pool: Any, size: int) -> None:
+    """Make ``pool`` (fresh, nothing checked out) a pool of ``size`` slots, filled as
+    redis-py's ``reset()`` fills one: empty slots, connections made on demand."""
+    pool.pool = type(pool.pool)(size)
+    for _ in range(size):
+        pool.pool.put_nowait(None)
+    pool.max_connections = size
+
+
+def _left_unread(conn: Any, value: str) -> None:
+    """Send ``ECHO value`` on ``conn`` and wait until its reply has arrived, unread."""
+    conn.send_command("ECHO", value)
+    deadline = time.monotonic() + 5
+    while not conn.can_read() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert conn.can_read()
+
+
 def test_the_workers_client_is_built_on_the_fast_path(redis_process: RedisProcess) -> None:
     client = _worker_client(redis_process)
     try:
@@ -228,10 +246,7 @@ def test_threads_sharing_the_pool_never_share_a_connection(redis_process: RedisP
     handed to two threads at once would cross their replies (or break the protocol)."""
     client = _worker_client(redis_process)
     pool: Any = client.connection_pool
-    pool.pool = type(pool.pool)(4)  # a pool of 4 slots, as redis-py's reset() fills it
-    for _ in range(4):
-        pool.pool.put_nowait(None)
-    pool.max_connections = 4
+    _slots(pool, 4)
     crossed: list[tuple[str, str]] = []
     failed: list[BaseException] = []
 
@@ -269,10 +284,7 @@ def test_a_connection_left_with_an_unread_reply_is_not_handed_out(
         assert client.ping()
         pool: Any = client.connection_pool
         conn = pool.get_connection()
-        conn.send_command("ECHO", "stale")
-        deadline = time.monotonic() + 5
-        while not conn.can_read() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _left_unread(conn, "stale")
         pool.release(conn)  # with "stale" unread
         assert client.echo("fresh") == "fresh"
         assert client.echo("again") == "again"
@@ -318,7 +330,10 @@ def test_a_web_connection_left_with_an_unread_reply_is_not_handed_out(
             pool: Any = client.connection_pool
             conn = await pool.get_connection()
             await conn.send_command("ECHO", "stale")
-            await asyncio.sleep(0.05)
+            deadline = time.monotonic() + 5
+            while not await conn.can_read() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)  # (can_read only looks: it reads nothing)
+            assert await conn.can_read()
             await pool.release(conn)  # with "stale" unread
             assert await client.echo("fresh") == "fresh"
 
@@ -335,17 +350,14 @@ def test_a_waiter_on_the_workers_pool_never_gets_an_unread_reply(
     try:
         pool: Any = client.connection_pool
         assert not pool.maint_notifications_enabled()
-        pool.pool = type(pool.pool)(1)  # a pool of one slot, as redis-py's reset() fills it
-        pool.pool.put_nowait(None)
-        pool.max_connections = 1
+        _slots(pool, 1)
         assert client.ping()
         conn = pool.get_connection()
         got: list[Any] = []
         waiter = threading.Thread(target=lambda: got.append(client.echo("fresh")))
         waiter.start()
         time.sleep(0.2)  # the waiter is in redis-py's blocking get
-        conn.send_command("ECHO", "stale")
-        time.sleep(0.05)
+        _left_unread(conn, "stale")
         pool.release(conn)
         waiter.join(10)
         assert got == ["fresh"]
