@@ -25,11 +25,11 @@ from ops.mcp_client import McpClient, text_of
 from ops.stack import Stack
 from shared.sealing import new_data_key, sealed_kid
 from shared.store import task_ref
+from tests.support.redis_server import AOF_ARGS
 from tests.support.stacks import FAST_KNOBS, LiveStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
-AOF_ARGS = ("--save", "", "--appendonly", "yes", "--appendfsync", "always")
 TASK_FIELDS = ("args", "caps", "pre", "result", "error", "msg")
 SEALED_HASHES = (":in", ":ans", ":steps")
 
@@ -216,6 +216,10 @@ def run_every_tool(client: McpClient, sampler: McpClient, marks: list[str]) -> d
 
 
 def test_no_payload_reaches_redis_or_its_aof_in_plaintext(tmp_path: Path) -> None:
+    # AOF fsynced every second, as in production, by Redis's background thread: every write is
+    # in the AOF files all the same once Redis stops (it writes its AOF buffer on every loop and
+    # fsyncs at shutdown). With `appendfsync always` the fsync ran on Redis's main thread: one
+    # slow fsync of the shared disk (3 s) stalled every client past the web's 2 s Redis timeout.
     stack = LiveStack("rest", tmp_path / "rest", redis_args=AOF_ARGS)
     try:
         stack.start_redis()
