@@ -291,8 +291,8 @@ def _phases(found: list[_Phases], clients: int, seconds: float, tasks: int, proc
             one.completed_per_s = cycled["done"] / (time.time() - started)
             one.load.failures += cycled["failures"]
 
-        def end_to_end(one: _Phases) -> None:
-            one.e2e = asyncio.run(_end_to_end(one.load, tasks))
+        def one_client(one: _Phases) -> None:
+            one.e2e = asyncio.run(end_to_end(one.load, tasks))
 
         def poll(one: _Phases) -> None:
             targets = one.ids[: clients * 4] or ["none"]
@@ -300,7 +300,7 @@ def _phases(found: list[_Phases], clients: int, seconds: float, tasks: int, proc
             one.gets = polled["gets"]
             one.load.failures += polled["failures"]
 
-        for turn, phase in enumerate((warm, create, cycle, end_to_end, poll)):
+        for turn, phase in enumerate((warm, create, cycle, one_client, poll)):
             _interleaved(found, phase, turn)
 
     def costs(one: _Phases) -> None:
@@ -328,7 +328,7 @@ class EndToEnd:
     ids: list[str] = field(default_factory=list)
 
 
-async def _end_to_end(load: Load, tasks: int) -> EndToEnd:
+async def end_to_end(load: Load, tasks: int) -> EndToEnd:
     """One client: ``tools/call`` sent → ``completed`` seen, polling every 2 ms."""
     out = EndToEnd()
     async with RawClient(load.url) as http:

@@ -74,13 +74,13 @@ def peer_target(workdir: Path) -> Iterator[Target]:
         worker_argv = [str(python), "-m", "fastmcp_tasks.worker_cli", "worker", str(server_py)]
         worker = stack.spawn("peer-worker", worker_argv, env)
         url = f"http://127.0.0.1:{port}/mcp"
-        wait_until(lambda: _listening(port), timeout=60, interval=0.2, message="the peer")
+        wait_until(lambda: listening(port), timeout=60, interval=0.2, message="the peer")
         yield Target(stack, url, [server, worker])
     finally:
         stack.close()
 
 
-def _listening(port: int) -> bool:
+def listening(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
         return True
     return False

@@ -1,0 +1,44 @@
+"""``python -m ops.bench.floor``, tiny: mcpq and the bare server each answer the 1-client phase
+to the end, in alternating rounds, and the bare server did one Redis script per request
+(correctness only: no timing is asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ops.stack import REPO
+
+TASKS, ROUNDS, WARM = 5, 2, 5  # WARM: ops.bench.floor.measure's warm-up, max(5, tasks // 10)
+
+
+@pytest.mark.timeout(180)
+def test_the_floor_benchmark_measures_both_sides() -> None:
+    argv = ["--tasks", str(TASKS), "--rounds", str(ROUNDS), "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "ops.bench.floor", *argv],
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=150,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (result["tasks"], result["rounds"]) == (TASKS, ROUNDS)
+    for side in (result["mcpq"], result["bare"]):
+        assert side["failures"] == 0
+        assert 0 < side["e2e_p50_ms"] <= side["e2e_p99_ms"]
+        assert 0 < side["call_p50_ms"] < side["e2e_p99_ms"]
+        assert 0 < side["get_p50_ms"] < side["e2e_p99_ms"]
+        assert min(map(int, side["polls"])) >= 1
+        assert sum(side["polls"].values()) == pytest.approx(1.0)
+    # The bare server answers `working` at a task's first poll, `completed` from the second.
+    assert result["bare"]["polls"] == {"2": 1.0}
+    assert len(result["above_floor_ms"]) == ROUNDS
+    # One script per request: a create and two polls per task, warm-up included.
+    assert result["bare_scripts"] >= 3 * (TASKS * ROUNDS + WARM)
+    assert result["steal_s"] >= 0
