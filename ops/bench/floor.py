@@ -26,7 +26,6 @@ import json
 import statistics
 import sys
 import tempfile
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -71,22 +70,19 @@ class Side:
     call_p50_ms: float
     get_p50_ms: float
     #: share of tasks by how many ``tasks/get`` they took
-    polls: dict[str, float]
+    polls: dict[int, float]
     failures: int
 
     @classmethod
     def of(cls, runs: list[EndToEnd], failures: int) -> Side:
-        e2e = [ms for run in runs for ms in run.e2e] or [0.0]
-        calls = [ms for run in runs for ms in run.calls] or [0.0]
-        gets = [ms for run in runs for each in run.gets for ms in each] or [0.0]
-        polls = Counter(len(each) for run in runs for each in run.gets)
-        total = sum(polls.values()) or 1
+        pooled = EndToEnd.pooled(runs)
+        e2e = pooled.e2e or [0.0]
         return cls(
-            percentile(e2e, 0.5),
+            statistics.median(e2e),
             percentile(e2e, 0.99),
-            percentile(calls, 0.5),
-            percentile(gets, 0.5),
-            {str(n): round(count / total, 4) for n, count in sorted(polls.items())},
+            pooled.call_p50_ms(),
+            pooled.get_p50_ms(),
+            pooled.polls(),
             failures,
         )
 
@@ -137,8 +133,9 @@ def measure(mcpq: Target, bare: Target, tasks: int, rounds: int) -> Floor:
         found = {name: asyncio.run(end_to_end(loads[name], tasks)) for name in order}
         for name, run in found.items():
             runs[name].append(run)
-        if found["mcpq"].e2e and found["bare"].e2e:
-            above.append(percentile(found["mcpq"].e2e, 0.5) - percentile(found["bare"].e2e, 0.5))
+        ours, bare_e2e = found["mcpq"].e2e, found["bare"].e2e
+        if ours and bare_e2e:
+            above.append(statistics.median(ours) - statistics.median(bare_e2e))
     with redis.Redis.from_url(bare.stack.redis_url) as admin:
         stats: dict[str, Any] = admin.info("commandstats")
     scripts = sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in SCRIPT_COMMANDS)

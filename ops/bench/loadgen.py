@@ -327,6 +327,28 @@ class EndToEnd:
     gets: list[list[float]] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
 
+    @classmethod
+    def pooled(cls, runs: list[EndToEnd]) -> EndToEnd:
+        """Several runs' tasks as one."""
+        out = cls()
+        for run in runs:
+            out.e2e += run.e2e
+            out.calls += run.calls
+            out.gets += run.gets
+            out.ids += run.ids
+        return out
+
+    def call_p50_ms(self) -> float:
+        return statistics.median(self.calls or [0.0])
+
+    def get_p50_ms(self) -> float:
+        return statistics.median([ms for each in self.gets for ms in each] or [0.0])
+
+    def polls(self) -> dict[int, float]:
+        """The share of tasks by how many ``tasks/get`` they took."""
+        counted = Counter(len(each) for each in self.gets)
+        return {n: count / len(self.gets) for n, count in sorted(counted.items())}
+
 
 async def end_to_end(load: Load, tasks: int) -> EndToEnd:
     """One client: ``tools/call`` sent → ``completed`` seen, polling every 2 ms."""
@@ -365,7 +387,6 @@ def _result(one: _Phases, clients: int) -> Result:
     pss = pss_mib([p for child in servers for p in process_tree(child.popen.pid)])
     timed, run_ms = one.e2e, one.target.run_ms
     e2e, gets = timed.e2e or [0.0], one.gets or [0.0]
-    polls = Counter(len(each) for each in timed.gets)
     return Result(
         clients,
         one.created_per_s,
@@ -383,9 +404,9 @@ def _result(one: _Phases, clients: int) -> Result:
         one.costs.top,
         one.load.failures,
         one.steal_s,
-        statistics.median(timed.calls or [0.0]),
-        statistics.median([ms for each in timed.gets for ms in each] or [0.0]),
-        {n: count / len(timed.gets) for n, count in sorted(polls.items())},
+        timed.call_p50_ms(),
+        timed.get_p50_ms(),
+        timed.polls(),
         run_ms(timed.ids) if run_ms is not None and timed.ids else None,
     )
 
