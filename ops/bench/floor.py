@@ -12,7 +12,8 @@ Both run on the same shared host, so the bare server's numbers are what the host
 server made of these parts, driven by this generator (its loopback wake-ups, its cold caches after
 the 2 ms pause); mcpq's minus the bare server's is what mcpq itself costs (its protocol checks,
 its task store, and its worker running the task on the same CPUs). The host drifts by tens of
-percent within an hour; the difference, measured round by round, drifts much less.
+percent within an hour, and the bare server's numbers with it: read mcpq's against the bare
+server's of the same run, not against a number measured another day.
 
 ``--json`` prints one JSON object. A smoke test runs it tiny in CI (correctness only).
 """
