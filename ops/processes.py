@@ -35,6 +35,13 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+def listening(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something accepts TCP connections on `host`:`port` now."""
+    with contextlib.suppress(OSError), socket.create_connection((host, port), 0.5):
+        return True
+    return False
+
+
 def wait_until(
     predicate: Callable[[], T | None],
     timeout: float = 10.0,

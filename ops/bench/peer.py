@@ -4,7 +4,6 @@ best operational peer), installed into a cached venv and deployed as its README 
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,7 +11,7 @@ from pathlib import Path
 
 from ops.bench.loadgen import Target
 from ops.children import REPO
-from ops.processes import free_port, wait_until
+from ops.processes import free_port, listening, wait_until
 from ops.stack import Stack
 from shared.settings import DEFAULT_TOOLS
 
@@ -78,9 +77,3 @@ def peer_target(workdir: Path) -> Iterator[Target]:
         yield Target(stack, url, [server, worker])
     finally:
         stack.close()
-
-
-def listening(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-        return True
-    return False
