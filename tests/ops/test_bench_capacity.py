@@ -7,16 +7,14 @@ deleted afterwards."""
 from __future__ import annotations
 
 import itertools
-import json
 import subprocess
-import sys
 from typing import Any
 
 import pytest
 
 from ops import rabbitmq
 from ops.redis_cluster import cluster_binaries
-from ops.stack import REPO
+from tests.support.benches import run_bench
 
 
 def bench_vhosts() -> set[str]:
@@ -52,16 +50,7 @@ def check_redis_cost(cost: dict[str, Any], broker: str) -> None:
 @pytest.mark.timeout(900)
 def test_the_capacity_benchmark_measures_everything() -> None:
     vhosts_before = bench_vhosts()
-    done = subprocess.run(
-        [sys.executable, "-m", "ops.bench.capacity", "--quick", "--json"],
-        cwd=str(REPO),
-        capture_output=True,
-        text=True,
-        timeout=840,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_bench("capacity", "--quick", timeout=840)
     assert result["failures"] == 0
     assert result["machine"]["cpus"] >= 1 and "redis-server" in result["machine"]["redis"]
 

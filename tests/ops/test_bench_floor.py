@@ -4,30 +4,16 @@ to the end, in alternating rounds, and the bare server did one Redis script per 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from ops.stack import REPO
+from tests.support.benches import run_bench
 
 TASKS, ROUNDS, WARM = 5, 2, 5  # WARM: ops.bench.floor.measure's warm-up, max(5, tasks // 10)
 
 
 @pytest.mark.timeout(180)
 def test_the_floor_benchmark_measures_both_sides() -> None:
-    argv = ["--tasks", str(TASKS), "--rounds", str(ROUNDS), "--json"]
-    done = subprocess.run(
-        [sys.executable, "-m", "ops.bench.floor", *argv],
-        cwd=str(REPO),
-        capture_output=True,
-        text=True,
-        timeout=150,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_bench("floor", "--tasks", str(TASKS), "--rounds", str(ROUNDS), timeout=150)
     assert (result["tasks"], result["rounds"]) == (TASKS, ROUNDS)
     for side in (result["mcpq"], result["bare"]):
         assert side["failures"] == 0

@@ -4,29 +4,15 @@ reports sane numbers and their ratios (correctness only: no timing is asserted).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from ops.stack import REPO
+from tests.support.benches import run_bench
 
 
 @pytest.mark.timeout(660)  # a first run installs the peer into its venv
 def test_the_throughput_benchmark_runs_every_phase() -> None:
     argv = ["--clients", "3", "--seconds", "1", "--tasks", "10", "--waiting", "30", "--peer"]
-    argv.append("--json")
-    done = subprocess.run(
-        [sys.executable, "-m", "ops.bench.throughput", *argv],
-        cwd=str(REPO),
-        capture_output=True,
-        text=True,
-        timeout=600,  # a first run installs the peer
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_bench("throughput", *argv, timeout=600)  # a first run installs the peer
     assert result["failures"] == 0
     assert result["clients"] == 3
     for rate in ("created_per_s", "drained_per_s", "completed_per_s"):

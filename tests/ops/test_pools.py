@@ -21,6 +21,7 @@ from ops.stack import REPO, Stack
 from shared.logs import task_hash
 from shared.store import task_ref
 from tests.ops.ops_harness import BULK_NODE, MCPQ_NODE, Flower, OpsClient
+from tests.support.benches import run_bench
 
 pytestmark = [pytest.mark.ops, pytest.mark.timeout(120)]
 
@@ -104,16 +105,7 @@ def test_bulk_backlog_does_not_hold_up_the_default_pool(
 
 def test_pool_benchmark_smoke() -> None:
     """``python -m ops.bench.pools``, small: a second worker process adds throughput."""
-    done = subprocess.run(
-        [sys.executable, "-m", "ops.bench.pools", "--tasks", "10", "--seconds", "0.2", "--json"],
-        cwd=str(REPO),
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_bench("pools", "--tasks", "10", "--seconds", "0.2", timeout=90)
     assert result["tasks"] == 10
     assert 0 < result["one_worker_tasks_per_s"] <= 1 / 0.2 * 1.1, result
     assert result["ratio"] > 1.3, result
