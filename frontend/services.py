@@ -11,6 +11,7 @@ from frontend.http_types import ClientGone
 from frontend.task_service import TaskService
 from shared.request_state import RequestStateSigner
 from shared.settings import Settings
+from shared.store import SessionStore
 from shared.tools import Registry
 
 #: The id of the MCP request being served; it travels with the Celery message to the worker.
@@ -23,6 +24,8 @@ DISCONNECTED: ContextVar[ClientGone | None] = ContextVar("mcpq_disconnected", de
 class Services:
     settings: Settings
     tasks: TaskService
+    #: 2025-era sessions (``Mcp-Session-Id``) and what is in flight on them.
+    sessions: SessionStore
     registry: Registry
     signer: RequestStateSigner
     server_info: dict[str, str] = field(default_factory=dict)

@@ -129,7 +129,7 @@ class _Follower:
             spec.gone.watch()  # this request waits: its client's leaving must be seen
         try:
             # Marked watched by the first read (_step), not by a round trip of its own.
-            async with self.services.tasks.store.watch([spec.ref], mark=False) as watch:
+            async with self.services.tasks.watch([spec.ref], mark=False) as watch:
                 while True:
                     async for message in self._step():
                         yield message
@@ -217,9 +217,7 @@ async def _ask(
     assert rpc.session is not None
     out_id = f"mcpq-{secrets.token_urlsafe(12)}"
     ttl_ms = int(services.settings.session_ttl_s * 1000)
-    await services.tasks.store.put_outgoing(
-        rpc.session.sref, out_id, Outgoing(spec.ref, key), ttl_ms
-    )
+    await services.sessions.put_outgoing(rpc.session.sref, out_id, Outgoing(spec.ref, key), ttl_ms)
     params = dict(request.get("params") or {})
     if spec.related_task is not None:
         params["_meta"] = {
@@ -253,7 +251,7 @@ async def watch_stream(
     deadline = time.monotonic() + s.stream_max_s if s.stream_max_s > 0 else float("inf")
     if gone is not None:
         gone.watch()
-    async with services.tasks.store.watch(refs or [], [scope] if scope else []) as watch:
+    async with services.tasks.watch(refs or [], [scope] if scope else []) as watch:
         for message in first or []:
             yield message
         for watched in refs or [] if snapshot else []:

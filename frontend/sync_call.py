@@ -161,7 +161,7 @@ async def wait(
     if req.session is not None:
         # notifications/cancelled names the request: remember which run it is, for any replica.
         ttl_ms = int(services.settings.session_ttl_s * 1000)
-        await services.tasks.store.put_call(req.session.sref, str(req.id), ref, ttl_ms)
+        await services.sessions.put_call(req.session.sref, str(req.id), ref, ttl_ms)
     on_input = mrtr if not req.legacy else None if req.streams else cannot_ask
     # The disconnect flag is read now: a stream runs after this request's context is gone.
     spec = Follow(ref, final=outcome, on_input=on_input, abandon=stop, gone=DISCONNECTED.get())

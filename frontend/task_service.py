@@ -1,8 +1,10 @@
-"""Task operations of the web tier, each written once: create, answer, cancel, enqueue, read.
+"""Task operations of the web tier, each written once: create, answer, cancel, enqueue, read,
+watch, and ``tasks/list``'s lookups.
 
 The method handlers (``tools/call``, ``tasks/*``) and the synchronous-call path call these; none
-of them talks to the store or the producer for a task operation on its own. Every operation is
-on behalf of an owner (the principal): another principal's task reads and writes as unknown.
+of them talks to the store or the producer for a task operation on its own (this module alone
+holds the store's task and listing faces). Every operation is on behalf of an owner (the
+principal): another principal's task reads and writes as unknown.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import hashlib
 import logging
 import secrets
 import time
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +31,15 @@ from shared.store import (
     Answered,
     AsyncTaskStore,
     Cancelled,
+    Listed,
     NewTask,
+    Position,
     Refused,
     Reply,
+    TaskListing,
     TaskRecord,
     TaskStatus,
+    Watch,
     task_ref,
 )
 from shared.tools import Tool
@@ -71,8 +79,11 @@ class Created:
 
 
 class TaskService:
-    def __init__(self, settings: Settings, store: AsyncTaskStore, producer: Producer) -> None:
-        self.settings, self.store, self.producer = settings, store, producer
+    def __init__(
+        self, settings: Settings, store: AsyncTaskStore, listing: TaskListing, producer: Producer
+    ) -> None:
+        self.settings, self.producer = settings, producer
+        self._store, self._listing = store, listing
         self._unclaimed_ms = int(settings.unclaimed_after_s * 1000)
         #: Principals this process saw refused by the rate limit, until when (monotonic).
         self._rate_refused: dict[str, float] = {}
@@ -137,7 +148,7 @@ class TaskService:
         # listing must be in place before any run can report (see below).
         message = None if listed_in is not None else await self.producer.message(run)
         try:
-            created_ms = await self.store.create(
+            created_ms = await self._store.create(
                 task,
                 self._unclaimed_ms,
                 self._admission(owner, sync, once),
@@ -157,7 +168,7 @@ class TaskService:
             # NOTE: before the enqueue, so the task's changes reach the scope's channel from its
             # first run on (nothing runs a task that was never enqueued, but for the sweeper's
             # re-send after MCPQ_UNCLAIMED_AFTER_S).
-            await self.store.list_add(listed_in, ref, task_id, created_ms, ttl_ms)
+            await self._listing.add(listed_in, ref, task_id, created_ms, ttl_ms)
         if message is None:
             await self.enqueue(run)
         transition = {"task": task_hash(ref), "tool": tool.name, "transition": "created"}
@@ -198,14 +209,31 @@ class TaskService:
         except Exception as exc:  # the broker is down; recovery is the sweeper's job
             log.warning("enqueue failed (%s); the sweeper will retry", type(exc).__name__)
             return
-        await self.store.mark_enqueued(run.ref, int(self.settings.requeue_unstarted_s * 1000))
+        await self._store.mark_enqueued(run.ref, int(self.settings.requeue_unstarted_s * 1000))
 
     async def get(
         self, owner: str, ref: str, *, watching: bool = False, call: bool = False
     ) -> tuple[TaskRecord, dict[str, Any]]:
         """``watching``: the caller follows the task's changes; ``call``: with the call's own
         fields (arguments...) too (see ``AsyncTaskStore.get``)."""
-        return await self.store.get(ref, owner, watching=watching, call=call)
+        return await self._store.get(ref, owner, watching=watching, call=call)
+
+    def watch(
+        self, refs: Sequence[str] = (), scopes: Sequence[str] = (), *, mark: bool = True
+    ) -> AbstractAsyncContextManager[Watch]:
+        """Follow the changes of tasks ``refs`` and of the tasks of listing ``scopes`` for the
+        block (``AsyncTaskStore.watch``: subscribed before the caller reads them)."""
+        return self._store.watch(refs, scopes, mark=mark)
+
+    async def listed(self, scope: str, ref: str, owner: str) -> Listed | None:
+        """Task ``ref`` with its id, if it is in ``tasks/list`` scope ``scope`` and ``owner``'s."""
+        return await self._listing.listed(scope, ref, owner)
+
+    async def list_page(
+        self, scope: str, owner: str, after: Position | None, size: int
+    ) -> tuple[list[Listed], Position | None]:
+        """A page of ``tasks/list`` (``TaskListing.page``)."""
+        return await self._listing.page(scope, owner, after, size)
 
     async def answer(
         self, owner: str, ref: str, responses: dict[str, Any], request_id: str = ""
@@ -223,7 +251,7 @@ class TaskService:
         except LimitExceeded as exc:
             raise invalid_params(f"Invalid params: {exc}") from None
         try:
-            _, outstanding = await self.store.get(ref, owner)
+            _, outstanding = await self._store.get(ref, owner)
         except TaskNotFound:
             return Answered(Reply.NOTFOUND)
         mine = {key: value for key, value in responses.items() if key in outstanding}
@@ -232,7 +260,7 @@ class TaskService:
                 raise invalid_params(f"Invalid params: inputResponses[{key!r}]: {why}")
         if not mine:
             return Answered(Reply.IGNORED)
-        answered = await self.store.answer(ref, owner, mine, self._unclaimed_ms)
+        answered = await self._store.answer(ref, owner, mine, self._unclaimed_ms)
         if answered.reply is not Reply.NOTFOUND:
             log.info(
                 "answers stored",
@@ -247,7 +275,7 @@ class TaskService:
         """Cancel the task, then revoke its queued run so it never starts. The store is the
         truth: once it says ``cancelled`` a running tool sees it at its next context call, so
         a revoke that fails is only logged."""
-        cancelled = await self.store.cancel(ref, owner, message)
+        cancelled = await self._store.cancel(ref, owner, message)
         if cancelled.reply is Reply.CANCELLED:
             transition = {"task": task_hash(ref), "transition": TaskStatus.CANCELLED.value}
             log.info("task cancelled", extra=transition)

@@ -194,8 +194,7 @@ async def list_tasks(services: Services, rpc: RpcRequest) -> ListTasksResult:
     assert rpc.session is not None
     cursor = rpc.params.get("cursor")
     after = _position(cursor) if cursor is not None else None
-    store = services.tasks.store
-    page, last = await store.list_page(rpc.session.scope, rpc.owner, after, LIST_PAGE)
+    page, last = await services.tasks.list_page(rpc.session.scope, rpc.owner, after, LIST_PAGE)
     tasks = [legacy_dump(LegacyTask.of(item.record, item.task_id)) for item in page]
     if last is None:
         return ListTasksResult(tasks=tasks)

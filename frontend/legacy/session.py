@@ -193,7 +193,7 @@ class LegacyEndpoint:
             principal,
             listing_scope(principal, sref),
         )
-        await self.services.tasks.store.open_session(session, self.ttl_ms)
+        await self.services.sessions.open(session, self.ttl_ms)
         rpc = RpcRequest(
             rid,
             "initialize",
@@ -214,7 +214,7 @@ class LegacyEndpoint:
             return self._refuse(
                 400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"
             )
-        session = await self.services.tasks.store.touch_session(task_ref(session_id), self.ttl_ms)
+        session = await self.services.sessions.touch(task_ref(session_id), self.ttl_ms)
         # A session belongs to whoever opened it: another principal holding its id (a bearer
         # value, but one that may leak) gets exactly the answer for an unknown session.
         if session is None or session.principal != req.principal.id:
@@ -230,7 +230,7 @@ class LegacyEndpoint:
         session = await self.session_of(req)
         if isinstance(session, HttpReply):
             return session
-        if not await self.services.tasks.store.end_session(session.sref):
+        if not await self.services.sessions.end(session.sref):
             return self._refuse(404, SESSION_NOT_FOUND, "Session not found")
         return HttpReply(204, b"", None)
 
@@ -246,17 +246,17 @@ class LegacyEndpoint:
         if not envelope.accepts_stream(req):
             text = b"Not Acceptable: the GET stream needs Accept: text/event-stream"
             return HttpReply(406, text, "text/plain; charset=utf-8")
-        store, principal = self.services.tasks.store, session.principal
+        sessions, tasks, principal = self.services.sessions, self.services.tasks, session.principal
 
         async def render(ref: str) -> dict[str, Any] | None:
-            listed = await store.listed(session.scope, ref, principal)
+            listed = await tasks.listed(session.scope, ref, principal)
             if listed is None:
                 return None
             task = legacy_dump(LegacyTask.of(listed.record, listed.task_id))
             return replies.notification("notifications/tasks/status", task)
 
         async def alive() -> bool:
-            return await store.touch_session(session.sref, self.ttl_ms) is not None
+            return await sessions.touch(session.sref, self.ttl_ms) is not None
 
         events = streams.watch_stream(
             self.services,
@@ -275,8 +275,8 @@ class LegacyEndpoint:
         out_id = message.get("id")
         if not isinstance(out_id, str):
             return None  # not one of ours (ours are strings): nothing waits for it
-        store, tasks = self.services.tasks.store, self.services.tasks
-        target = await store.take_outgoing(session.sref, out_id)
+        sessions, tasks = self.services.sessions, self.services.tasks
+        target = await sessions.take_outgoing(session.sref, out_id)
         if target is None:
             return None  # answered already, or expired with the session
         if isinstance(message.get("result"), dict):
@@ -285,7 +285,7 @@ class LegacyEndpoint:
                     session.principal, target.ref, {target.key: message["result"]}, REQUEST_ID.get()
                 )
             except McpError as exc:
-                await store.put_outgoing(session.sref, out_id, target, self.ttl_ms)
+                await sessions.put_outgoing(session.sref, out_id, target, self.ttl_ms)
                 return exc
             return None
         # An error instead of an answer: the client will not answer; the run cannot go on.
@@ -304,6 +304,6 @@ class LegacyEndpoint:
         request_id = params.get("requestId") if isinstance(params, dict) else None
         if not isinstance(request_id, str | int) or isinstance(request_id, bool):
             return
-        ref = await self.services.tasks.store.find_call(session.sref, str(request_id))
+        ref = await self.services.sessions.find_call(session.sref, str(request_id))
         if ref is not None:
             await self.services.tasks.cancel(session.principal, ref, streams.CLIENT_CANCELLED)
