@@ -38,7 +38,7 @@ def awaited(
 
     @functools.wraps(plan)
     async def method(store: AsyncTaskStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await store.drive(plan(store.plans, *args, **kwargs))
+        return await store.io.drive(plan(store.plans, *args, **kwargs))
 
     return method
 

@@ -20,8 +20,8 @@ from redis.asyncio.cluster import PipelineCommand
 from shared.errors import StoreUnavailable
 from shared.store import scripts
 from shared.store.call_types import PipelineCall
-from shared.store.errors import store_errors
-from shared.store.plans import Eval, EvalAndWait, Op, Plan, ReadTime, Step
+from shared.store.errors import as_store_error, store_errors
+from shared.store.plans import Done, Eval, EvalAndWait, Op, Plan, ReadTime, resume
 
 T = TypeVar("T")
 
@@ -39,16 +39,15 @@ class AsyncDriver:
     async def drive(self, plan: Plan[T]) -> T:
         """Run ``plan`` to its end: every op it yields done here, the op's reply sent back to
         it, or the op's error raised into it."""
-        step = Step(plan)
-        while not step.done:
+        op = resume(plan)
+        while not isinstance(op, Done):
             try:
-                with store_errors():
-                    reply = await self._do(step.op)
+                reply = await self._do(op)
             except Exception as error:
-                step.fail(error)
+                op = resume(plan, None, as_store_error(error))
             else:
-                step.reply(reply)
-        return step.result
+                op = resume(plan, reply)
+        return op.result  # type: ignore[no-any-return]
 
     async def pipeline(self, call: PipelineCall[T]) -> T:
         """``call``'s commands, one pipeline (no transaction): its parsed replies."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Sequence
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from redis.exceptions import NoScriptError
 
@@ -72,37 +72,21 @@ Plan = Generator[Op, Any, T]
 """A plan that returns a ``T``."""
 
 
-class Step(Generic[T]):
-    """A plan being driven: the op it waits on (``op``), until it is ``done`` with its
-    ``result``. What a driver shares with every other: the generator's protocol."""
+class Done(NamedTuple):
+    """A plan's end: what it returned."""
 
-    __slots__ = ("_plan", "_result", "done", "op")
+    result: Any
 
-    _result: T
-    op: Op
 
-    def __init__(self, plan: Plan[T]) -> None:
-        self._plan, self.done = plan, False
-        self._advance(plan.send, None)
-
-    def reply(self, value: Any) -> None:
-        """Send the op's reply to the plan: it yields its next op, or ends."""
-        self._advance(self._plan.send, value)
-
-    def fail(self, error: Exception) -> None:
-        """Raise ``error`` into the plan where it yielded the op; what the plan does not handle
-        propagates from here."""
-        self._advance(self._plan.throw, error)
-
-    def _advance(self, step: Any, value: Any) -> None:
-        try:
-            self.op = step(value)
-        except StopIteration as end:
-            self.done, self._result = True, end.value
-
-    @property
-    def result(self) -> T:
-        return self._result
+def resume(plan: Plan[Any], reply: Any = None, error: Exception | None = None) -> Op | Done:
+    """The next op of ``plan`` once sent the ``reply`` to its last op, or once ``error`` is
+    raised into it where it yielded that op (what it does not handle propagates from here); or,
+    at its end, :class:`Done`. The first call starts it. What a driver's loop does between the
+    ops it does itself, written once."""
+    try:
+        return plan.send(reply) if error is None else plan.throw(error)
+    except StopIteration as end:
+        return Done(end.value)
 
 
 class ScriptPlans:
@@ -116,18 +100,34 @@ class ScriptPlans:
         """Redis's time (``shared.store.clock``): a ``TIME`` round trip once in a while."""
         now = self.clock.now_ms()
         if now is None:
-            readings = []
-            for _ in range(self.clock.readings()):
-                sent = time.monotonic()
-                reply = yield TIME
-                readings.append((sent, time.monotonic(), reply))
-            now = self.clock.anchor_best(readings)
+            now = yield from self._read_time()
         return now
+
+    def _read_time(self) -> Plan[int]:
+        """Anchor the clock on ``TIME`` (the clock's ``now_ms`` said this caller is to read it):
+        Redis's time now."""
+        readings = []
+        for _ in range(self.clock.readings()):
+            sent = time.monotonic()
+            reply = yield TIME
+            readings.append((sent, time.monotonic(), reply))
+        return self.clock.anchor_best(readings)
 
     def run(self, call: ScriptCall[T]) -> Plan[T]:
         """The script's parsed reply."""
-        args = yield from self._args(call)
-        reply = yield from self._reloading(Eval(call.script, call.keys, args))
+        # PERF: every request runs a script or two: no plan of its own for the clock or the
+        # reload (each a generator more) unless it has to read TIME or load the script.
+        args = call.args
+        if scripts.uses_clock(call.script):
+            now = self.clock.now_ms()
+            if now is None:  # (then this caller, and no other, reads TIME: see RedisClock)
+                now = yield from self._read_time()
+            args = [*args, now]
+        op = Eval(call.script, call.keys, args)
+        try:
+            reply = yield op
+        except NoScriptError:
+            reply = yield from self._reloaded(op)
         return call.parse(reply)
 
     def replicated(
@@ -141,27 +141,23 @@ class ScriptPlans:
         replica just promoted has an empty script cache) loads the script and sends both again:
         the script did not run, and ``WAIT`` alone wrote nothing. A parse that raises
         (``Refused``) means the script wrote nothing: then the count is moot."""
-        args = yield from self._args(call)
+        args = call.args
+        if scripts.uses_clock(call.script):
+            args = [*args, (yield from self.now_ms())]
         op = EvalAndWait(call.script, call.keys, args, replicas, timeout_ms)
-        reply, confirmed = yield from self._reloading(op)
+        try:
+            reply, confirmed = yield op
+        except NoScriptError:
+            reply, confirmed = yield from self._reloaded(op)
         return call.parse(reply), int(confirmed)
 
-    def _args(self, call: ScriptCall[Any]) -> Plan[list[Arg]]:
-        """The script's ARGV (:func:`args_at`), Redis's time read if it uses the clock."""
-        if not scripts.uses_clock(call.script):
-            return list(call.args)
-        return args_at(call, (yield from self.now_ms()))
-
     @staticmethod
-    def _reloading(op: Eval | EvalAndWait) -> Plan[Any]:
-        """``op``'s reply; done once more after loading its script when Redis answers
-        ``NOSCRIPT``: a restarted Redis, or a replica just promoted, has an empty script cache,
-        and the script did not run. (What redis-py's ``Script.__call__`` does.)"""
-        try:
-            return (yield op)
-        except NoScriptError:
-            yield Load(op.script)
-            return (yield op)
+    def _reloaded(op: Eval | EvalAndWait) -> Plan[Any]:
+        """``op``'s reply once its script is loaded: Redis answered ``NOSCRIPT`` (a restarted
+        Redis, or a replica just promoted, has an empty script cache), so the script did not
+        run. Loaded and done once more, as redis-py's ``Script.__call__`` does."""
+        yield Load(op.script)
+        return (yield op)
 
 
 def args_at(call: ScriptCall[Any], now_ms: int) -> list[Arg]:

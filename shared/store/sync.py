@@ -44,7 +44,7 @@ def blocking(
 
     @functools.wraps(plan)
     def method(store: TaskStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return store.drive(plan(store.plans, *args, **kwargs))
+        return store._io.drive(plan(store.plans, *args, **kwargs))
 
     return method
 

@@ -16,8 +16,8 @@ import redis.cluster
 
 from shared.store import scripts
 from shared.store.call_types import PipelineCall
-from shared.store.errors import store_errors
-from shared.store.plans import Eval, Load, Op, Plan, ReadTime, Step
+from shared.store.errors import as_store_error, store_errors
+from shared.store.plans import Done, Eval, Load, Op, Plan, ReadTime, resume
 
 T = TypeVar("T")
 
@@ -34,16 +34,15 @@ class SyncDriver:
     def drive(self, plan: Plan[T]) -> T:
         """``plan``'s result: each op it yields is done here, and its reply (or its error) goes
         back into the plan."""
-        step = Step(plan)
-        while not step.done:
+        op = resume(plan)
+        while not isinstance(op, Done):
             try:
-                with store_errors():
-                    reply = self._do(step.op)
+                reply = self._do(op)
             except Exception as error:
-                step.fail(error)
+                op = resume(plan, None, as_store_error(error))
             else:
-                step.reply(reply)
-        return step.result
+                op = resume(plan, reply)
+        return op.result  # type: ignore[no-any-return]
 
     def pipeline(self, call: PipelineCall[T]) -> T:
         with store_errors():
