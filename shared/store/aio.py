@@ -82,9 +82,6 @@ class AsyncTaskStore:
         await self._wakeups.aclose()
         await self.io.client.aclose()
 
-    async def drive(self, plan: Plan[T]) -> T:
-        return await self.io.drive(plan)
-
     # -- push: the changes the scripts publish ---------------------------------------------------
     @contextlib.asynccontextmanager
     async def watch(
@@ -109,5 +106,5 @@ class AsyncTaskStore:
             if mark and refs:
                 # After the subscription is in place (the order the NOTE above needs).
                 marks = client_calls.mark_watched(self._keys, refs)
-                await asyncio.gather(*(self.drive(self.plans.run(call)) for call in marks))
+                await asyncio.gather(*(self.io.drive(self.plans.run(call)) for call in marks))
             yield watch

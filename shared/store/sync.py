@@ -81,10 +81,7 @@ class TaskStore:
             self._tally.close()
         self._redis.close()
 
-    # -- the ways in: a plan, a script, a plain pipeline ------------------------------------------
-    def drive(self, plan: Plan[T]) -> T:
-        return self._io.drive(plan)
-
+    # -- the ways in: a script, a plain pipeline --------------------------------------------------
     now_ms = blocking(TaskPlans.now_ms)
 
     def run(self, call: ScriptCall[T]) -> T:

@@ -337,7 +337,7 @@ class FakeWorker:
     keys: Keys
 
     async def run(self, call: ScriptCall[T]) -> T:
-        return await self.store.drive(self.store.plans.run(call))
+        return await self.store.io.drive(self.store.plans.run(call))
 
     async def claim(self, ref: str) -> Claim:
         return await self.run(run_calls.claim(self.keys, ref, 10_000))
