@@ -4,6 +4,8 @@ dashboards, alerts and docs/operations.md name."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from shared.store import Reply, TaskStatus
@@ -20,6 +22,12 @@ LABELS = {
 def test_the_labels_are_a_closed_set_of_known_words() -> None:
     assert {outcome.value for outcome in RunOutcome} == LABELS
     assert all(str(outcome) == outcome.value for outcome in RunOutcome)
+
+
+def test_the_operations_guide_names_every_label() -> None:
+    guide = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+    (row,) = [line for line in guide.read_text().splitlines() if "mcpq_tool_runs_total{" in line]
+    assert [label for label in sorted(LABELS) if f"`{label}`" not in row] == []
 
 
 def test_a_run_that_ended_its_task_is_labelled_with_the_tasks_status() -> None:
