@@ -48,6 +48,7 @@ def create_app(
         tasks=TaskService(settings, store, producer),
         registry=tools,
         signer=RequestStateSigner(_secrets(settings), settings.mrtr_state_ttl_s),
+        sessions=store,
         auth=build_authenticator(settings, store, http),
     )
     app = falcon.asgi.App()
