@@ -48,10 +48,10 @@ def create_app(
     producer = producer if producer is not None else CeleryProducer(settings)
     services = Services(
         settings=settings,
-        tasks=TaskService(settings, store.tasks, store.listing, producer),
-        sessions=store.sessions,
+        tasks=TaskService(settings, store.tasks, store.listing, store.sessions, producer),
         registry=tools,
         signer=RequestStateSigner(_secrets(settings), settings.mrtr_state_ttl_s),
+        sessions=store.sessions,
         auth=build_authenticator(settings, store.api_keys, http),
     )
     app = falcon.asgi.App()

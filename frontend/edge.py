@@ -89,7 +89,7 @@ class AsgiAdapter:
     - every raw header: ASGI promises only an iterable, and Falcon's Request consumes it
       (merging duplicates), but a duplicated routing header must be rejected;
     - the client's disconnect: once the body is read, a handler that waits (a stream, a waiting
-      synchronous call, see ``frontend.sync_call``) may watch for ``http.disconnect`` through
+      synchronous call, see ``frontend.calls.sync``) may watch for ``http.disconnect`` through
       ``scope["mcpq.disconnected"]`` (:class:`~frontend.http_types.ClientGone`), so it can stop
       its run;
     - ``Retry-After`` on every 503, whichever route answers it (``/mcp``, ``/readyz``).

@@ -13,17 +13,14 @@ import enum
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from frontend import envelope, metrics, replies, transport
+from frontend import envelope, methods, metrics, replies, transport
 from frontend.auth import AuthFailed
 from frontend.envelope import Notification, RequestError, RpcRequest
 from frontend.http_types import HttpReply, HttpRequest
-from frontend.legacy import methods as legacy_methods
 from frontend.legacy.session import LegacyEndpoint, is_legacy
 from frontend.limits import FloodShield
-from frontend.methods import discover, subscriptions, tasks, tools
 from frontend.services import REQUEST_ID, Services
 from frontend.streams import StreamReply
 from shared import jsonutil
@@ -48,19 +45,8 @@ class NoId(enum.Enum):
 
 NO_ID = NoId.NO_ID
 CAPS_SETTING = "MCPQ_MAX_CAPABILITIES_BYTES"
-Handler = Callable[[Services, RpcRequest], Awaitable[Result | StreamReply]]
-
-METHODS: dict[str, Handler] = {
-    "server/discover": discover.discover,
-    "tools/list": tools.list_tools,
-    "tools/call": tools.call_tool,
-    "tasks/get": tasks.get,
-    "tasks/update": tasks.update,
-    "tasks/cancel": tasks.cancel,
-    "subscriptions/listen": subscriptions.listen,
-}
 #: Every method name a metric label may take (a client must not grow our label set).
-KNOWN_METHODS = {"initialize", *METHODS, *legacy_methods.for_version("2025-11-25")}
+KNOWN_METHODS = {"initialize", *methods.ROUTES}
 
 
 class McpEndpoint:
@@ -152,7 +138,7 @@ class McpEndpoint:
     ) -> tuple[HttpReply, RpcRequest | None, int | None]:
         """Method lookup (-32601/404), then the handler; every error it raises becomes a reply."""
         s = self.services.settings
-        handler = METHODS.get(rpc.method)
+        handler = methods.handler(rpc.method, rpc.version)
         error: McpError
         if handler is None:
             error = McpError(METHOD_NOT_FOUND, f"Method not found: {rpc.method}")

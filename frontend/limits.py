@@ -1,4 +1,5 @@
-"""The 429 a client gets when a per-principal limit refuses a create (``create.lua`` decides).
+"""The 429 a client gets when a per-principal limit refuses a create (``create.lua`` decides), and
+this process's memory of rate refusals, which turns a flooding client away before it costs much.
 
 HTTP 429 with ``Retry-After`` (whole seconds, rounded up) and a JSON-RPC error whose ``data``
 names the limit, the setting that sets it, and when to retry in milliseconds.
@@ -31,22 +32,51 @@ def over_limit(limit: str, retry_ms: int) -> McpError:
     )
 
 
+class RateRefusals:
+    """Until when this process knows a key's creation rate is spent.
+
+    Sound because ``create.lua`` said when the bucket's next token comes, and other replicas'
+    creates can only push that later: refusing until then, without Redis, refuses nothing the
+    store would have let through. Bounded in size (entries that have passed are dropped first)."""
+
+    MAX_ENTRIES = 10_000
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+
+    def remember(self, key: str, retry_ms: int) -> None:
+        if len(self._until) >= self.MAX_ENTRIES:
+            now = time.monotonic()
+            self._until = {k: v for k, v in self._until.items() if v > now}
+        if len(self._until) < self.MAX_ENTRIES:
+            self._until[key] = time.monotonic() + retry_ms / 1000
+
+    def refusal(self, key: str) -> McpError | None:
+        """The 429 for ``key`` while its rate is known to be spent, else ``None``."""
+        until = self._until.get(key) if self._until else None
+        if until is None:
+            return None
+        left_ms = int((until - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            self._until.pop(key, None)
+            return None
+        return over_limit("rate", left_ms)
+
+
 class FloodShield:
     """Refuses, before authentication and parsing, the ``tools/call`` of a credential this
     process has just seen refused by the creation rate, until ``create.lua``'s retry time.
 
     A client that floods past its rate then costs one dictionary lookup per request instead of
     a key lookup in Redis, a parse, a validation and a script: that is what keeps other
-    principals' requests on the same process fast. Sound because the bucket cannot hold a token
-    before that time (other replicas' creates only push it later). Keyed by a digest of the
-    ``Authorization`` value (nothing else is known this early) and only for requests that say
+    principals' requests on the same process fast. Keyed by a digest of the ``Authorization``
+    value (nothing else is known this early) and only for requests that say
     ``Mcp-Method: tools/call``; a revoked key in that window gets this 429 rather than a 401,
-    both refusals. Bounded in size."""
-
-    MAX_ENTRIES = 10_000
+    both refusals. (After authentication, the tool gate asks the same of the principal:
+    ``frontend.calls.gate``; 2025-era requests carry no ``Mcp-Method`` and meet only that.)"""
 
     def __init__(self) -> None:
-        self._until: dict[str, float] = {}
+        self._refusals = RateRefusals()
 
     @staticmethod
     def _key(req: HttpRequest) -> str | None:
@@ -56,24 +86,12 @@ class FloodShield:
         return hashlib.sha256(credential.encode()).hexdigest()[:32]
 
     def check(self, req: HttpRequest) -> McpError | None:
-        key = self._key(req) if self._until else None
-        until = self._until.get(key) if key is not None else None
-        if until is None:
-            return None
-        left_ms = int((until - time.monotonic()) * 1000)
-        if left_ms <= 0:
-            self._until.pop(key, None)  # type: ignore[arg-type]
-            return None
-        return over_limit("rate", left_ms)
+        key = self._key(req)
+        return None if key is None else self._refusals.refusal(key)
 
     def remember(self, req: HttpRequest, error: McpError) -> None:
         if error.code != LIMIT_EXCEEDED or not isinstance(error.data, dict):
             return
         key = self._key(req)
-        if key is None or error.data.get("limit") != "rate":
-            return
-        if len(self._until) >= self.MAX_ENTRIES:
-            now = time.monotonic()
-            self._until = {k: v for k, v in self._until.items() if v > now}
-        if len(self._until) < self.MAX_ENTRIES:
-            self._until[key] = time.monotonic() + int(error.data["retryAfterMs"]) / 1000
+        if key is not None and error.data.get("limit") == "rate":
+            self._refusals.remember(key, int(error.data["retryAfterMs"]))

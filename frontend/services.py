@@ -24,10 +24,10 @@ DISCONNECTED: ContextVar[ClientGone | None] = ContextVar("mcpq_disconnected", de
 class Services:
     settings: Settings
     tasks: TaskService
-    #: 2025-era sessions (``Mcp-Session-Id``) and what is in flight on them.
-    sessions: SessionStore
     registry: Registry
     signer: RequestStateSigner
+    #: 2025-era sessions (open, touch, end; what is in flight on them: ``tasks``).
+    sessions: SessionStore
     server_info: dict[str, str] = field(default_factory=dict)
     #: ``MCPQ_AUTH``'s authenticator; by default none (every caller is ``anonymous``).
     auth: Authenticator = field(default_factory=lambda: Authenticator(()))

@@ -16,11 +16,11 @@ message and at least every keep-alive interval, so a lost message delays, never 
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from frontend import replies
 from frontend.envelope import RpcRequest
@@ -29,7 +29,7 @@ from frontend.replies import Message
 from frontend.services import Services
 from shared.errors import INTERNAL_ERROR, McpError
 from shared.protocol import META_RELATED_TASK
-from shared.store import Outgoing, TaskRecord, TaskStatus, Watch
+from shared.store import TaskRecord, TaskStatus
 from shared.tools import missing_capabilities
 from shared.wire import Result
 
@@ -57,7 +57,7 @@ class Follow:
     related-task ``_meta`` of every server→client request and of the final result.
     """
 
-    ref: str
+    task_id: str
     final: Callable[[TaskRecord], Result]
     on_input: Callable[[dict[str, Any]], Awaitable[Result]] | None = None
     abandon: Callable[[str], Awaitable[None]] | None = None
@@ -129,7 +129,7 @@ class _Follower:
             spec.gone.watch()  # this request waits: its client's leaving must be seen
         try:
             # Marked watched by the first read (_step), not by a round trip of its own.
-            async with self.services.tasks.watch([spec.ref], mark=False) as watch:
+            async with self.services.tasks.watch([spec.task_id], mark=False) as watch:
                 while True:
                     async for message in self._step():
                         yield message
@@ -148,7 +148,7 @@ class _Follower:
     async def _step(self) -> Events:
         """Read the task and send what is new: progress, input requests, or the end."""
         spec, rpc = self.spec, self.rpc
-        record, inputs = await self.services.tasks.get(rpc.owner, spec.ref, watching=True)
+        record, inputs = await self.services.tasks.get(rpc.owner, spec.task_id, watching=True)
         # A task that ended cleared its progress text (statusMessage is the end's, or none):
         # a report read only now would go out empty, so the result goes out alone instead.
         fresh = record.reports > self.reported and not (record.terminal and not record.message)
@@ -190,7 +190,7 @@ class _Follower:
             self.asked.add(key)
             self.sent_at = time.monotonic()
 
-    async def _quiet(self, watch: Watch) -> Events:
+    async def _quiet(self, watch: Changes) -> Events:
         """Wait for a change; a keep-alive when quiet for long; the end of the stream's time."""
         spec = self.spec
         while not (spec.gone is not None and spec.gone.is_set()):
@@ -215,9 +215,7 @@ async def _ask(
 ) -> Message:
     """A server→client request for one input request; its answer is routed back by id."""
     assert rpc.session is not None
-    out_id = f"mcpq-{secrets.token_urlsafe(12)}"
-    ttl_ms = int(services.settings.session_ttl_s * 1000)
-    await services.sessions.put_outgoing(rpc.session.sref, out_id, Outgoing(spec.ref, key), ttl_ms)
+    out_id = await services.tasks.ask_client(rpc.session, spec.task_id, key)
     params = dict(request.get("params") or {})
     if spec.related_task is not None:
         params["_meta"] = {
@@ -230,31 +228,35 @@ async def _ask(
 Render = Callable[[str], Awaitable[Message | None]]
 
 
+class Changes(Protocol):
+    async def next(self, timeout_s: float) -> str | None:
+        """What changed next (what ``Render`` takes), or ``None`` after ``timeout_s`` of quiet."""
+        ...
+
+
 async def watch_stream(
     services: Services,
     *,
-    refs: list[str] | None = None,
-    scope: str | None = None,
+    watching: AbstractAsyncContextManager[Changes],
     render: Render,
     first: list[Message] | None = None,
-    snapshot: bool = False,
+    snapshot: list[str] | None = None,
     gone: ClientGone | None = None,
     alive: Callable[[], Awaitable[bool]] | None = None,
 ) -> Events:
-    """A notification stream (``subscriptions/listen``; a 2025-11-25 session's ``GET``): the
-    ``first`` messages, with ``snapshot`` each watched task as it is now (one that ended already
-    is reported too; it is read after subscribing, so no change falls in between), then one
-    rendered message per change of a watched task, keep-alives
-    when quiet, until the client leaves, ``alive()`` (asked at each keep-alive) says no, or
-    ``MCPQ_STREAM_MAX_S`` passes."""
+    """A notification stream (``subscriptions/listen``; a 2025-11-25 session's ``GET``) of what
+    ``watching`` reports: the ``first`` messages, each of ``snapshot`` rendered as it is now
+    (one that ended already is reported too; it is read after subscribing, so no change falls in
+    between), then one rendered message per change, keep-alives when quiet, until the client
+    leaves, ``alive()`` (asked at each keep-alive) says no, or ``MCPQ_STREAM_MAX_S`` passes."""
     s = services.settings
     deadline = time.monotonic() + s.stream_max_s if s.stream_max_s > 0 else float("inf")
     if gone is not None:
         gone.watch()
-    async with services.tasks.watch(refs or [], [scope] if scope else []) as watch:
+    async with watching as watch:
         for message in first or []:
             yield message
-        for watched in refs or [] if snapshot else []:
+        for watched in snapshot or []:
             if (now_message := await render(watched)) is not None:
                 yield now_message
         sent_at = time.monotonic()

@@ -1,29 +1,30 @@
 """Task operations of the web tier, each written once: create, answer, cancel, enqueue, read,
-watch, and ``tasks/list``'s lookups.
+watch, list; and the 2025-era session's maps that point at tasks.
 
-The method handlers (``tools/call``, ``tasks/*``) and the synchronous-call path call these; none
-of them talks to the store or the producer for a task operation on its own (this module alone
-holds the store's task and listing faces). Every operation is on behalf of an owner (the
-principal): another principal's task reads and writes as unknown.
+The method handlers (``tools/call``, ``tasks/*``, streams) call these with the client's taskId;
+none of them talks to the task store or the producer on its own (this module alone holds the
+store's faces for tasks and ``tasks/list``, and the session maps that point at tasks), and none
+derives a task's storage ref: that is done once, here (``task_ref``). Every operation is on
+behalf of an owner (the principal): another principal's task reads and writes as unknown.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import secrets
 import time
-from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from frontend import limits, metrics
+from frontend.limits import RateRefusals
 from frontend.producer import Producer
 from shared import answers
 from shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params
 from shared.jobs import Run
-from shared.limits import LimitExceeded
 from shared.logs import task_hash
 from shared.settings import Settings
 from shared.store import (
@@ -33,9 +34,12 @@ from shared.store import (
     Cancelled,
     Listed,
     NewTask,
+    Outgoing,
     Position,
     Refused,
     Reply,
+    Session,
+    SessionStore,
     TaskListing,
     TaskRecord,
     TaskStatus,
@@ -72,44 +76,34 @@ class Created:
     """A task that is persisted and whose first run is enqueued (or left to the sweeper)."""
 
     task_id: str
-    ref: str
     created_ms: int
     ttl_ms: int | None
     poll_ms: int
 
+    @property
+    def expires_ms(self) -> int | None:
+        return None if self.ttl_ms is None else self.created_ms + self.ttl_ms
+
 
 class TaskService:
     def __init__(
-        self, settings: Settings, store: AsyncTaskStore, listing: TaskListing, producer: Producer
+        self,
+        settings: Settings,
+        store: AsyncTaskStore,
+        listing: TaskListing,
+        sessions: SessionStore,
+        producer: Producer,
+        rate_refusals: RateRefusals | None = None,
     ) -> None:
         self.settings, self.producer = settings, producer
-        self._store, self._listing = store, listing
+        self._store, self._listing, self._sessions = store, listing, sessions
         self._unclaimed_ms = int(settings.unclaimed_after_s * 1000)
-        #: Principals this process saw refused by the rate limit, until when (monotonic).
-        self._rate_refused: dict[str, float] = {}
+        self._session_ttl_ms = int(settings.session_ttl_s * 1000)
+        #: Principals this process saw refused by the rate limit, until when: the tool gate
+        #: asks it before a call costs anything (``frontend.calls.gate``).
+        self.rate_refusals = rate_refusals if rate_refusals is not None else RateRefusals()
 
-    def rate_gate(self, owner: str) -> None:
-        """Refuse a create at once, without Redis, while this process knows the principal's
-        bucket is empty: ``create.lua`` said when its next token comes, and other replicas'
-        creates can only push that later. A flooding client then costs this process little,
-        which is what keeps other principals' requests fast."""
-        until = self._rate_refused.get(owner)
-        if until is None:
-            return
-        left_ms = int((until - time.monotonic()) * 1000)
-        if left_ms <= 0:
-            del self._rate_refused[owner]
-            return
-        metrics.LIMIT_REJECTIONS.labels("rate").inc()
-        raise limits.over_limit("rate", left_ms)
-
-    def _remember_refusal(self, owner: str, retry_ms: int) -> None:
-        if len(self._rate_refused) >= 10_000:  # bounded: drop the ones that have passed
-            now = time.monotonic()
-            self._rate_refused = {k: v for k, v in self._rate_refused.items() if v > now}
-        if len(self._rate_refused) < 10_000:
-            self._rate_refused[owner] = time.monotonic() + retry_ms / 1000
-
+    # -- create ------------------------------------------------------------------------------------
     async def create(
         self,
         owner: str,
@@ -132,7 +126,6 @@ class TaskService:
         that shows it (2025-11-25).
         """
         s = self.settings
-        self.rate_gate(owner)
         task_id = new_task_id()
         ref = task_ref(task_id)
         tool_ttl = tool.ttl(s.default_ttl_ms)
@@ -160,7 +153,7 @@ class TaskService:
                 raise invalid_params("Invalid params: requestState was already used") from None
             metrics.LIMIT_REJECTIONS.labels(exc.limit).inc()
             if exc.limit == "rate":
-                self._remember_refusal(owner, exc.retry_ms)
+                self.rate_refusals.remember(owner, exc.retry_ms)
             raise limits.over_limit(exc.limit, exc.retry_ms) from None
         if created_ms is None:  # a 256-bit collision: never in practice, never silently
             raise McpError(INTERNAL_ERROR, "Could not create the task")
@@ -173,7 +166,7 @@ class TaskService:
             await self.enqueue(run)
         transition = {"task": task_hash(ref), "tool": tool.name, "transition": "created"}
         log.info("task created", extra=transition)
-        return Created(task_id, ref, created_ms, ttl_ms, poll_ms)
+        return Created(task_id, created_ms, ttl_ms, poll_ms)
 
     def _admission(self, owner: str, sync: bool, once: Once | None) -> Admission:
         """The principal's limits for this create (checked with it, in one script)."""
@@ -211,53 +204,39 @@ class TaskService:
             return
         await self._store.mark_enqueued(run.ref, int(self.settings.requeue_unstarted_s * 1000))
 
+    # -- a task by its id --------------------------------------------------------------------------
     async def get(
-        self, owner: str, ref: str, *, watching: bool = False, call: bool = False
+        self, owner: str, task_id: str, *, watching: bool = False, call: bool = False
     ) -> tuple[TaskRecord, dict[str, Any]]:
-        """``watching``: the caller follows the task's changes; ``call``: with the call's own
+        """The task and its outstanding input requests. ``watching``: the caller follows the
+        task's changes (:meth:`watch` with ``mark=False``); ``call``: with the call's own
         fields (arguments...) too (see ``AsyncTaskStore.get``)."""
-        return await self._store.get(ref, owner, watching=watching, call=call)
-
-    def watch(
-        self, refs: Sequence[str] = (), scopes: Sequence[str] = (), *, mark: bool = True
-    ) -> AbstractAsyncContextManager[Watch]:
-        """Follow the changes of tasks ``refs`` and of the tasks of listing ``scopes`` for the
-        block (``AsyncTaskStore.watch``: subscribed before the caller reads them)."""
-        return self._store.watch(refs, scopes, mark=mark)
-
-    async def listed(self, scope: str, ref: str, owner: str) -> Listed | None:
-        """Task ``ref`` with its id, if it is in ``tasks/list`` scope ``scope`` and ``owner``'s."""
-        return await self._listing.listed(scope, ref, owner)
-
-    async def list_page(
-        self, scope: str, owner: str, after: Position | None, size: int
-    ) -> tuple[list[Listed], Position | None]:
-        """A page of ``tasks/list`` (``TaskListing.page``)."""
-        return await self._listing.page(scope, owner, after, size)
+        return await self._store.get(task_ref(task_id), owner, watching=watching, call=call)
 
     async def answer(
-        self, owner: str, ref: str, responses: dict[str, Any], request_id: str = ""
+        self, owner: str, task_id: str, responses: dict[str, Any], request_id: str = ""
+    ) -> Answered:
+        """Store answers (``tasks/update``, an MRTR retry of a running call): :meth:`_answer`."""
+        return await self._answer(owner, task_ref(task_id), responses, request_id)
+
+    async def cancel(self, owner: str, task_id: str, message: str) -> Cancelled:
+        return await self._cancel(owner, task_ref(task_id), message)
+
+    async def _answer(
+        self, owner: str, ref: str, responses: dict[str, Any], request_id: str
     ) -> Answered:
         """Store answers; when they were the last ones a parked task waited for, enqueue its
         run again (``RESUME``: no worker holds it).
 
         Only answers to outstanding requests go on, each checked against its request first
-        (``shared.answers``): a bad one is -32602 and nothing is stored, so the task stays
-        ``input_required``. Answers to other keys are ignored, as the spec wants, before Lua.
-        """
-        try:
-            s = self.settings
-            answers.check_sizes(responses, s.max_answers, s.max_answer_bytes)
-        except LimitExceeded as exc:
-            raise invalid_params(f"Invalid params: {exc}") from None
+        (``shared.answers.accept``): a bad one is -32602 and nothing is stored, so the task
+        stays ``input_required``. Answers to other keys are ignored, as the spec wants."""
         try:
             _, outstanding = await self._store.get(ref, owner)
         except TaskNotFound:
             return Answered(Reply.NOTFOUND)
-        mine = {key: value for key, value in responses.items() if key in outstanding}
-        for key, value in mine.items():
-            if (why := answers.problem(outstanding[key], value)) is not None:
-                raise invalid_params(f"Invalid params: inputResponses[{key!r}]: {why}")
+        s = self.settings
+        mine = answers.accept(outstanding, responses, s.max_answers, s.max_answer_bytes)
         if not mine:
             return Answered(Reply.IGNORED)
         answered = await self._store.answer(ref, owner, mine, self._unclaimed_ms)
@@ -271,7 +250,7 @@ class TaskService:
             await self.enqueue(Run(answered.tool, ref, queue, request_id))
         return answered
 
-    async def cancel(self, owner: str, ref: str, message: str) -> Cancelled:
+    async def _cancel(self, owner: str, ref: str, message: str) -> Cancelled:
         """Cancel the task, then revoke its queued run so it never starts. The store is the
         truth: once it says ``cancelled`` a running tool sees it at its next context call, so
         a revoke that fails is only logged."""
@@ -284,3 +263,83 @@ class TaskService:
             except Exception as exc:
                 log.warning("revoke failed: %s", type(exc).__name__)
         return cancelled
+
+    # -- following tasks ---------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def watch(
+        self, task_ids: Sequence[str], *, mark: bool = True
+    ) -> AsyncIterator[TaskWatch]:
+        """The changes of tasks ``task_ids``, as their ids (see ``AsyncTaskStore.watch``:
+        subscribe first, read second; ``mark=False`` when the caller's first read marks)."""
+        ids = {task_ref(task_id): task_id for task_id in task_ids}
+        async with self._store.watch(list(ids), mark=mark) as watch:
+            yield TaskWatch(watch, ids)
+
+    @contextlib.asynccontextmanager
+    async def watch_listing(self, scope: str) -> AsyncIterator[Watch]:
+        """The changes of the tasks of a ``tasks/list`` scope, each as the listing entry that
+        :meth:`listed` reads."""
+        async with self._store.watch([], [scope]) as watch:
+            yield watch
+
+    async def listed(self, scope: str, entry: str, owner: str) -> Listed | None:
+        return await self._listing.listed(scope, entry, owner)
+
+    async def list_page(
+        self, scope: str, owner: str, after: Position | None, size: int
+    ) -> tuple[list[Listed], Position | None]:
+        return await self._listing.page(scope, owner, after, size)
+
+    # -- what a 2025-era session's maps point at ---------------------------------------------------
+    async def remember_call(self, session: Session, request_id: int | str, task_id: str) -> None:
+        """A synchronous call in flight, by its JSON-RPC id: ``notifications/cancelled`` names
+        it (on any replica), :meth:`cancel_call` finds its task."""
+        ref = task_ref(task_id)
+        await self._sessions.put_call(session.sref, str(request_id), ref, self._session_ttl_ms)
+
+    async def cancel_call(self, session: Session, request_id: int | str, message: str) -> None:
+        ref = await self._sessions.find_call(session.sref, str(request_id))
+        if ref is not None:
+            await self._cancel(session.principal, ref, message)
+
+    async def ask_client(self, session: Session, task_id: str, key: str) -> str:
+        """The id of a server→client request for the task's input ``key``: the client's
+        response to it (:meth:`deliver`, any replica) answers that key."""
+        out_id = f"mcpq-{secrets.token_urlsafe(12)}"
+        target = Outgoing(task_ref(task_id), key)
+        await self._sessions.put_outgoing(session.sref, out_id, target, self._session_ttl_ms)
+        return out_id
+
+    async def deliver(
+        self, session: Session, out_id: str, result: Any, error: Any, request_id: str = ""
+    ) -> McpError | None:
+        """The client's response to a server→client request: its ``result`` answers the input
+        request (checked as any answer: a refused one is returned, and may be sent again); an
+        ``error`` means the client will not answer, and the run cannot go on (cancelled)."""
+        target = await self._sessions.take_outgoing(session.sref, out_id)
+        if target is None:
+            return None  # answered already, or expired with the session
+        if isinstance(result, dict):
+            try:
+                await self._answer(session.principal, target.ref, {target.key: result}, request_id)
+            except McpError as exc:
+                ttl_ms = self._session_ttl_ms
+                await self._sessions.put_outgoing(session.sref, out_id, target, ttl_ms)
+                return exc
+            return None
+        text = str(error.get("message", "")) if isinstance(error, dict) else ""
+        reason = f"the client refused the input request: {text[:200]}"
+        await self._cancel(session.principal, target.ref, reason)
+        return None
+
+
+class TaskWatch:
+    """The changes of watched tasks, each as the id it was watched by."""
+
+    def __init__(self, watch: Watch, ids: dict[str, str]) -> None:
+        self._watch, self._ids = watch, ids
+
+    async def next(self, timeout_s: float) -> str | None:
+        """The id of the next changed task, or ``None`` when ``timeout_s`` passed quietly."""
+        ref = await self._watch.next(timeout_s)
+        return None if ref is None else self._ids.get(ref)

@@ -11,7 +11,7 @@ import sys
 
 GUNICORN_CONFIG = "python:ops.gunicorn_conf"
 ASGI_APP = "frontend.asgi:app"
-CELERY_APP = "workers.celery_app"
+CELERY_APP = "workers.entry"
 #: A Celery worker of that app: its ``worker`` command without Celery's umbrella program and
 #: its plugins (``workers.main``: about 10 MiB less per worker process).
 WORKER = [sys.executable, "-m", "workers.main"]

@@ -2,7 +2,7 @@
 
 `mcpq dev` runs this before it starts Redis, the web or a worker: a module that does not import
 is then one line naming ``MCPQ_TOOLS`` and the module, instead of a traceback from every child
-(the first of them a misleading ``module 'workers' has no attribute 'celery_app'``). A child
+(Flower's a misleading ``module 'workers' has no attribute 'entry'``). A child
 interpreter, with the children's environment and folder, so the check finds exactly what they
 will find, and the launcher itself never runs the developer's module code.
 """

@@ -7,6 +7,9 @@ only ever sees answers of the shape it asked for.
   draft 2020-12, by the ``jsonschema`` library).
 - ``sampling/createMessage``: a ``CreateMessageResult``: ``role``, ``content`` (a content block,
   or a list of them), ``model``.
+
+:func:`accept` is the one check every way in calls: how many and how big, then each answer to a
+request it answers; answers to keys that are not asked are left out (the spec: ignored).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from shared.errors import invalid_params
 from shared.limits import LimitExceeded, check_bytes
 from shared.tools import InputRequest
 
@@ -63,3 +67,25 @@ def check_sizes(responses: dict[str, Any], max_count: int, max_bytes: int) -> No
         raise LimitExceeded(f"{len(responses)} answers, over MCPQ_MAX_ANSWERS ({max_count})")
     for key, value in responses.items():
         check_bytes(f"the answer {key[:64]!r}", value, max_bytes, "MCPQ_MAX_ANSWER_BYTES")
+
+
+def accept(
+    requests: dict[str, InputRequest],
+    responses: dict[str, Any],
+    max_count: int,
+    max_bytes: int,
+) -> dict[str, Any]:
+    """The answers in ``responses`` to ``requests``, each checked against its request.
+
+    Raises ``-32602`` for too many or too large answers, or for an answer
+    that does not fit its request: then nothing may be stored, and the task (or the MRTR round)
+    stays as it was. Keys not in ``requests`` are left out, not refused."""
+    try:
+        check_sizes(responses, max_count, max_bytes)
+    except LimitExceeded as exc:
+        raise invalid_params(f"Invalid params: {exc}") from None
+    accepted = {key: value for key, value in responses.items() if key in requests}
+    for key, value in accepted.items():
+        if (why := problem(requests[key], value)) is not None:
+            raise invalid_params(f"Invalid params: inputResponses[{key!r}]: {why}")
+    return accepted

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from shared.errors import INTERNAL_ERROR
+from shared.errors import INTERNAL_ERROR, McpError
 from shared.store.records import TaskRecord
 from shared.store.states import TaskStatus
 
@@ -200,3 +200,33 @@ def legacy_dump(result: Result) -> JsonObject:
     dumped = result.dump()
     dumped.pop("resultType", None)
     return dumped
+
+
+def call_outcome(record: TaskRecord) -> CallToolResult:
+    """What a call whose task ended returns: its result, or its error raised (``failed``, and
+    ``cancelled``, which a call reports as an error)."""
+    if record.status is TaskStatus.COMPLETED:
+        return CallToolResult.model_validate(record.result or {"content": []})
+    if record.status is TaskStatus.FAILED:
+        error = record.error or {}
+        code, message = int(error.get("code", INTERNAL_ERROR)), str(error.get("message", ""))
+        raise McpError(code, message, error.get("data"))
+    raise McpError(INTERNAL_ERROR, "Tool call was cancelled")
+
+
+def created_task(
+    task_id: str, created_ms: int, ttl_ms: int | None, poll_ms: int, *, legacy: bool
+) -> Result:
+    """The answer to a call that created a task: the 2026-07-28 ``CreateTaskResult``, or the
+    2025-11-25 one (the task, nested, in that wire's view): ``working``, never updated."""
+    stamp = iso(created_ms)
+    fresh: dict[str, Any] = {
+        "task_id": task_id,
+        "status": TaskStatus.WORKING,
+        "created_at": stamp,
+        "last_updated_at": stamp,
+    }
+    if legacy:
+        task = LegacyTask(**fresh, ttl=ttl_ms, poll_interval=poll_ms)
+        return CreateTaskResult(task=legacy_dump(task))
+    return Task(result_type="task", **fresh, ttl_ms=ttl_ms, poll_interval_ms=poll_ms)

@@ -22,7 +22,7 @@ Installed by ``workers.celery_app`` as Celery's ``worker_consumer``.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from celery.exceptions import WorkerTerminate
 from celery.worker.consumer import Consumer
@@ -48,15 +48,23 @@ def retry_intervals(wait_s: float) -> dict[str, float]:
     return {"interval_start": min(2.0, cap), "interval_step": min(2.0, cap), "interval_max": cap}
 
 
+@runtime_checkable
+class Configured(Protocol):
+    """The consumer's Celery app, as the worker's is (``workers.celery_app.WorkerApp``): it
+    holds mcpq's settings. Looked up on the app Celery gives the consumer, which Celery builds
+    from the app's configuration (``worker_consumer``), not from an import of ours."""
+
+    settings: Settings
+
+
 class BoundedConsumer(Consumer):
     """Celery's consumer, with :meth:`ensure_connected` bounded in time."""
 
     def ensure_connected(self, conn: Any) -> Any:
-        # Imported here: Celery imports this class while it builds the worker, from the app
-        # module's configuration (like workers.pools).
-        from workers.celery_app import settings
-
-        return self._ensure_within(conn, settings)
+        app = self.app
+        if not isinstance(app, Configured):
+            raise TypeError("BoundedConsumer needs mcpq's Celery app (workers.celery_app)")
+        return self._ensure_within(conn, app.settings)
 
     def _ensure_within(self, conn: Any, settings: Settings) -> Any:
         wait_s = settings.broker_wait_s

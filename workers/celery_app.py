@@ -1,8 +1,16 @@
-"""The Celery application: one Celery task per tool, named after the tool (so Flower shows tool
-runs by name), each taking the task's storage ``ref``. JSON-only serialisation (see
-``shared.celery_config``).
+"""``create_worker_app``: the composition root of the workers, as ``frontend.app.create_app`` is
+the web tier's.
 
-Run with ``mcpq worker`` (``python -m workers.main``: Celery's ``worker`` command).
+It builds mcpq's Celery app (:class:`WorkerApp`) from the settings and a tool registry (given by
+the caller, or loaded from ``MCPQ_TOOLS``): one Celery task per tool, named after the tool (so
+Flower shows tool runs by name), each taking the task's storage ``ref``; JSON-only
+serialisation (``shared.celery_config``); the worker's signal handlers. What a worker process's
+runs share (the store, the wake-ups, the lease keeper, the report flusher) is built by the app
+on the process's first run (:meth:`WorkerApp.run_deps`), and held by it.
+
+Importing this module builds nothing. ``mcpq worker`` (``workers.main``) calls the factory;
+``workers.entry`` holds the app built from the environment for the ``celery -A`` command lines
+(Flower).
 """
 
 from __future__ import annotations
@@ -20,52 +28,86 @@ from shared import logs, redis_tls
 from shared.celery_config import broker_is_store, celery_config
 from shared.jobs import read_run
 from shared.settings import Settings
-from shared.store import TaskStatus, open_store
+from shared.store import open_store
 from shared.store.clients import store_keys, sync_client
 from shared.store.wakeups import Wakeups
 from shared.tools import Registry
 from workers import metrics
 from workers.heartbeat import LeaseKeeper
+from workers.outcomes import RunOutcome
 from workers.pools import current_slot
 from workers.reports import ReportFlusher
-from workers.runner import PARKED, RunControl, RunDeps, run_task
+from workers.runner import RunControl, RunDeps, run_task
+from workers.sweeper import start_sweeper
 from workers.transport import TRANSPORT
 
 log = logging.getLogger("mcpq.worker")
-settings = Settings.from_env()
-app = Celery("mcpq")
-app.conf.update(celery_config(settings))
-if broker_is_store(settings):
-    # kombu's Redis transport without its Redis-side ack emulation (recovery is the store's).
-    # Any other broker gets kombu's own transport for its URL (RabbitMQ: py-amqp, where acks,
-    # redelivery and prefetch are the broker's).
-    app.conf.broker_transport = TRANSPORT
-# Broker reconnects bounded by MCPQ_BROKER_WAIT_S, then exit 3 (workers.broker_watch).
-app.conf.worker_consumer = "workers.broker_watch:BoundedConsumer"
-registry = Registry.from_modules(settings.tools)
 
-_deps: tuple[int, RunDeps] | None = None
-_deps_lock = threading.Lock()  # a threads pool builds them from many threads at once
+#: Outcomes whose job ends with Celery's ``Ignore``: the MCP state its custom event showed
+#: (``cancelled``, ``parked``) stays, which Celery would overwrite with SUCCESS; an abandoned
+#: run's job was answered when it was let go of (``workers.pools``).
+_NOT_A_SUCCESS = frozenset({RunOutcome.CANCELLED, RunOutcome.PARKED, RunOutcome.ABANDONED})
 
 
-def deps() -> RunDeps:
-    """Per-process dependencies, built after fork (Redis connections must not cross a fork)."""
-    global _deps
-    with _deps_lock:
-        if _deps is None or _deps[0] != os.getpid():
-            store = open_store(settings)
-            # Waiting runs (ctx.ask, ctx.sleep) share one pub/sub connection per process.
-            wakeups = Wakeups(sync_client(settings), store_keys(settings))
-            leases = LeaseKeeper(store, settings.lease_s, settings.cancel_grace_s)
-            reports = ReportFlusher(settings.report_delay_ms / 1000)
-            _deps = (
-                os.getpid(),
-                RunDeps(settings, store, registry, leases, wakeups, reports),
-            )
-        return _deps[1]
+class WorkerApp(Celery):
+    """mcpq's Celery app, with what its worker processes need: the settings, the tools, and per
+    process the dependencies of its runs."""
+
+    def __init__(self, settings: Settings, registry: Registry) -> None:
+        super().__init__("mcpq")
+        self.settings = settings
+        self.registry = registry
+        self._deps: tuple[int, RunDeps] | None = None
+        self._deps_lock = threading.Lock()  # a threads pool builds them from many threads at once
+        self._signal_handlers: _SignalHandlers | None = None  # set by create_worker_app
+
+    def run_deps(self) -> RunDeps:
+        """This process's dependencies, built on its first run: after the fork, as Redis
+        connections must not cross one (a prefork child builds its own)."""
+        with self._deps_lock:
+            if self._deps is None or self._deps[0] != os.getpid():
+                self._deps = (os.getpid(), _build_run_deps(self.settings, self.registry))
+            return self._deps[1]
+
+    def hand_back_runs(self) -> None:
+        """The io pool stops (``workers.pools``): its runs are threads of this process; hand them
+        back and let go of them (a prefork child hands its own run back on SIGTERM)."""
+        deps = self._deps
+        if deps is not None and deps[0] == os.getpid():
+            handed = deps[1].leases.hand_back_all()
+            if handed:
+                log.info("handed %d runs back", handed)
 
 
-def _make_job(tool_name: str) -> Any:
+def create_worker_app(settings: Settings, registry: Registry | None = None) -> WorkerApp:
+    """mcpq's Celery app for ``settings``, one Celery task per tool of ``registry`` (by default
+    the modules of ``MCPQ_TOOLS``)."""
+    tools = registry if registry is not None else Registry.from_modules(settings.tools)
+    app = WorkerApp(settings, tools)
+    app.conf.update(celery_config(settings))
+    if broker_is_store(settings):
+        # kombu's Redis transport without its Redis-side ack emulation (recovery is the
+        # store's). Any other broker gets kombu's own transport for its URL (RabbitMQ: py-amqp,
+        # where acks, redelivery and prefetch are the broker's).
+        app.conf.broker_transport = TRANSPORT
+    # Broker reconnects bounded by MCPQ_BROKER_WAIT_S, then exit 3 (workers.broker_watch).
+    app.conf.worker_consumer = "workers.broker_watch:BoundedConsumer"
+    for tool in app.registry.tools.values():
+        _register_job(app, tool.name)
+    _connect_signals(app)
+    return app
+
+
+def _build_run_deps(settings: Settings, registry: Registry) -> RunDeps:
+    store = open_store(settings)
+    # Waiting runs (ctx.ask, ctx.sleep) share one pub/sub connection per process.
+    wakeups = Wakeups(sync_client(settings), store_keys(settings))
+    leases = LeaseKeeper(store, settings.lease_s, settings.cancel_grace_s)
+    reports = ReportFlusher(settings.report_delay_ms / 1000)
+    return RunDeps(settings, store, registry, leases, wakeups, reports)
+
+
+def _register_job(app: WorkerApp, tool_name: str) -> None:
     def job(self: Task[Any, Any], ref: str) -> str:
         run = read_run(tool_name, [ref], vars(self.request))
         job_id = str(self.request.id)
@@ -90,19 +132,16 @@ def _make_job(tool_name: str) -> Any:
             terminate if alone else None, on_state, let_go=None if slot is None else slot.let_go
         )
         started = time.perf_counter()
-        outcome = run_task(deps(), run, control)
+        outcome = run_task(app.run_deps(), run, control)
         metrics.record(tool_name, outcome, time.perf_counter() - started)
-        if outcome in {TaskStatus.CANCELLED, PARKED, "abandoned"}:
-            # Keep the MCP state its custom event showed; Celery would overwrite it with SUCCESS.
+        if outcome in _NOT_A_SUCCESS:
             raise Ignore()
-        return outcome
+        return outcome.value
 
     job.__name__ = f"run_{tool_name}"
-    return app.task(name=tool_name, bind=True, acks_late=True, ignore_result=True)(job)
-
-
-for _tool in registry.tools.values():
-    _make_job(_tool.name)
+    # shared=False: Celery would otherwise add this task to every app finalized later in the
+    # process (its "shared task" list), bound to this app's dependencies.
+    app.task(name=tool_name, bind=True, acks_late=True, ignore_result=True, shared=False)(job)
 
 
 class _NoBackendNoise(logging.Filter):
@@ -112,38 +151,40 @@ class _NoBackendNoise(logging.Filter):
         return not record.getMessage().startswith("Failed to mark task")
 
 
-logging.getLogger("celery.worker.control").addFilter(_NoBackendNoise())
+def _connect_signals(app: WorkerApp) -> None:
+    control_log = logging.getLogger("celery.worker.control")
+    if not any(isinstance(f, _NoBackendNoise) for f in control_log.filters):
+        control_log.addFilter(_NoBackendNoise())
+    app._signal_handlers = _SignalHandlers(app)
 
 
-@signals.after_setup_logger.connect
-@signals.after_setup_task_logger.connect
-def _log_format(logger: logging.Logger, **_: Any) -> None:
-    """Celery's own lines and mcpq's share one format (JSON lines unless MCPQ_LOG_FORMAT=text)."""
-    formatter = logs.TextFormatter() if settings.log_format == "text" else logs.JsonFormatter()
-    for handler in logger.handlers:
-        handler.setFormatter(formatter)
-    logging.getLogger("mcpq").setLevel(settings.log_level.upper())
+class _SignalHandlers:
+    """The app's handlers of Celery's signals. Celery holds receivers weakly, and the app holds
+    these: they live as long as the app does."""
 
+    def __init__(self, app: WorkerApp) -> None:
+        self._app = app
+        signals.after_setup_logger.connect(self.log_format)
+        signals.after_setup_task_logger.connect(self.log_format)
+        signals.celeryd_after_setup.connect(self.warn_unverified_tls)
+        signals.worker_ready.connect(self.start_sweeper)
 
-def hand_back_runs() -> None:
-    """The io pool stops (``workers.pools``): its runs are threads of this process; hand them
-    back and let go of them (a prefork child hands its own run back on SIGTERM)."""
-    if _deps is not None and _deps[0] == os.getpid():
-        handed = _deps[1].leases.hand_back_all()
-        if handed:
-            log.info("handed %d runs back", handed)
+    def log_format(self, logger: logging.Logger, **_: Any) -> None:
+        """Celery's own lines and mcpq's share one format (JSON lines unless
+        MCPQ_LOG_FORMAT=text)."""
+        settings = self._app.settings
+        formatter = logs.TextFormatter() if settings.log_format == "text" else logs.JsonFormatter()
+        for handler in logger.handlers:
+            handler.setFormatter(formatter)
+        logging.getLogger("mcpq").setLevel(settings.log_level.upper())
 
+    def warn_unverified_tls(self, **_: Any) -> None:
+        """Once per worker node (its main process, logging set up, before it connects)."""
+        if warning := redis_tls.startup_warning(self._app.settings):
+            log.warning(warning)
 
-@signals.celeryd_after_setup.connect
-def _warn_unverified_tls(**_: Any) -> None:
-    """Once per worker node (its main process, logging set up, before it connects)."""
-    if warning := redis_tls.startup_warning(settings):
-        log.warning(warning)
-
-
-@signals.worker_ready.connect
-def _start_sweeper(sender: Any = None, **_: Any) -> None:
-    from workers.sweeper import start_sweeper
-
-    start_sweeper(app, settings, str(getattr(sender, "hostname", "") or os.getpid()))
-    metrics.serve(settings)
+    def start_sweeper(self, sender: Any = None, **_: Any) -> None:
+        """The worker node is ready: its sweeper (and heartbeat) thread, its metrics."""
+        node = str(getattr(sender, "hostname", "") or os.getpid())
+        start_sweeper(self._app, self._app.settings, node)
+        metrics.serve(self._app.settings)

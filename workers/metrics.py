@@ -18,6 +18,7 @@ from prometheus_client import (
 )
 
 from shared.settings import Settings
+from workers.outcomes import RunOutcome
 
 RUNS = Counter("mcpq_tool_runs", "Tool runs by tool and outcome", ["tool", "outcome"])
 DURATION = Histogram(
@@ -28,9 +29,10 @@ DURATION = Histogram(
 )
 
 
-def record(tool: str, outcome: str, seconds: float) -> None:
-    RUNS.labels(tool, outcome).inc()
-    DURATION.labels(tool, outcome).observe(seconds)
+def record(tool: str, outcome: RunOutcome, seconds: float) -> None:
+    """One run of ``tool``: its ``outcome`` is a label, from a closed set (``RunOutcome``)."""
+    RUNS.labels(tool, outcome.value).inc()
+    DURATION.labels(tool, outcome.value).observe(seconds)
 
 
 def serve(settings: Settings) -> None:

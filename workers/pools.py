@@ -16,9 +16,9 @@ on a no-op run cost more than the run (context switches, GIL hand-offs, cold cac
   and the stuck thread leaves the pool when its tool returns (whatever it still writes is
   fenced by its run's generation; its late answer to Celery is dropped);
 - stopping the pool (Heroku's SIGTERM, as ``mcpq worker`` remaps it: a cold shutdown) hands
-  every run of the process back first (``LeaseKeeper.hand_back_all``: their leases are
-  released, so other workers resume them at once, as a prefork child does on SIGTERM) and lets
-  go of them, so the pool stops now;
+  every run of the process back first (:class:`HandsBackRuns`, the pool's Celery app: their
+  leases are released, so other workers resume them at once, as a prefork child does on
+  SIGTERM) and lets go of them, so the pool stops now;
 - cancelling a request kills nothing (a cancelled run is stopped the io pool's way).
 
 Selected with ``--pool custom`` and ``CELERY_CUSTOM_WORKER_POOL=workers.pools:IoPool`` (Celery's
@@ -32,7 +32,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from billiard.einfo import ExceptionInfo
 from celery.concurrency.base import BasePool, apply_target
@@ -45,6 +45,15 @@ log = logging.getLogger("mcpq.worker")
 STOP_WAIT_S = 5.0
 
 _current = threading.local()
+
+
+@runtime_checkable
+class HandsBackRuns(Protocol):
+    """The pool's Celery app, as the worker's is (``workers.celery_app.WorkerApp``): it can
+    hand back the runs of this process. Looked up on the app Celery gives the pool, so the
+    pool does not import the app's module (which imports this one)."""
+
+    def hand_back_runs(self) -> None: ...
 
 
 def current_slot() -> Slot | None:
@@ -223,11 +232,9 @@ class IoPool(BasePool):
     def terminate_job(self, pid: Any, signal: Any = None) -> None:
         """Nothing to kill: see the module's docstring."""
 
-    @staticmethod
-    def _hand_back() -> None:
-        from workers.celery_app import hand_back_runs  # (the app imports this module)
-
-        hand_back_runs()
+    def _hand_back(self) -> None:
+        if isinstance(self.app, HandsBackRuns):
+            self.app.hand_back_runs()
 
     def on_stop(self) -> None:
         with self._lock:

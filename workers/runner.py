@@ -40,10 +40,10 @@ from workers.context import RunContext
 from workers.execution import RunAbandoned, ToolCall
 from workers.heartbeat import KeptRun, LeaseKeeper, Watchdog
 from workers.interrupts import RunParked, RunSuperseded
+from workers.outcomes import RunOutcome
 from workers.reports import ReportFlusher
 
 log = logging.getLogger("mcpq.worker")
-PARKED = "parked"  # a run's outcome (not a task status): it let go of a task waiting for input
 
 
 @dataclass
@@ -105,7 +105,7 @@ class _Ending:
         self._lock = threading.Lock()
         self._logged = False
 
-    def log(self, outcome: str) -> None:
+    def log(self, outcome: RunOutcome) -> None:
         with self._lock:
             if self._logged:
                 return
@@ -115,14 +115,14 @@ class _Ending:
         fields = {
             "task": task_hash(self._run.ref),
             "tool": self._run.tool,
-            "transition": outcome,
+            "transition": outcome.value,
             "request_id": self._run.request_id,
             "latency_ms": round((time.perf_counter() - self._started) * 1000, 2),
         }
         log.info("run ended", extra=fields)
 
 
-def run_task(deps: RunDeps, run: Run, control: RunControl) -> str:
+def run_task(deps: RunDeps, run: Run, control: RunControl) -> RunOutcome:
     """Run the task's tool once; returns what happened (a log and metrics label), and logs it."""
     ending = _Ending(run)
     outcome = _run(deps, run.ref, control, ending)
@@ -130,7 +130,7 @@ def run_task(deps: RunDeps, run: Run, control: RunControl) -> str:
     return outcome
 
 
-def _run(deps: RunDeps, ref: str, control: RunControl, ending: _Ending) -> str:
+def _run(deps: RunDeps, ref: str, control: RunControl, ending: _Ending) -> RunOutcome:
     s, store = deps.settings, deps.store
     claim = store.claim(ref, int(s.lease_s * 1000))
     if claim.unreadable:
@@ -139,15 +139,15 @@ def _run(deps: RunDeps, ref: str, control: RunControl, ending: _Ending) -> str:
         # not reached it): the claim is left to expire, unrun, so the sweeper sends the run
         # again and a worker holding the key takes it; a key nobody holds ends the task failed
         # after MCPQ_MAX_RUNS such claims, like any run that keeps losing its worker.
-        return "unreadable"
+        return RunOutcome.UNREADABLE
     if claim.reply is not Reply.OK or claim.record is None:
-        return claim.reply.lower()  # busy, parked, terminal, gone: this run must not start
+        return RunOutcome.not_started(claim.reply)
     record, gen = claim.record, claim.gen
     tool = deps.registry.get(record.tool)
     if tool is None:
         message = f"Unknown tool on this worker: {record.tool}"
         store.finish(ref, gen, TaskStatus.FAILED, rpc_error(INTERNAL_ERROR, message), message)
-        return TaskStatus.FAILED.value
+        return RunOutcome.FAILED
     # The run's watch: it subscribes when the tool first waits (ctx.ask, ctx.sleep).
     with deps.wakeups.watch(ref) as watch:
         return _execute(deps, ref, record, gen, tool, control, watch, ending)
@@ -162,7 +162,7 @@ def _execute(
     control: RunControl,
     watch: Watch,
     ending: _Ending,
-) -> str:
+) -> RunOutcome:
     s, store = deps.settings, deps.store
     ctx = RunContext(
         store,
@@ -188,7 +188,7 @@ def _execute(
         if control.terminate is not None:
             control.terminate()
         elif call.abandon() and control.let_go is not None and control.let_go():
-            ending.log("abandoned")
+            ending.log(RunOutcome.ABANDONED)
 
     kept = KeptRun(ref, gen, on_cancel, stop, _watchdog(store, ref, gen, tool, ctx, s.max_run_s))
     try:
@@ -197,15 +197,15 @@ def _execute(
     except RunAbandoned:
         # The tool ignored its cancel (or its run limit) for the grace: the task already has
         # its final state, and the job was answered when it was let go of.
-        return "abandoned"
+        return RunOutcome.ABANDONED
     except TaskCancelled:
         control.on_state(TaskStatus.CANCELLED)
-        return TaskStatus.CANCELLED.value
+        return RunOutcome.CANCELLED
     except RunParked:
-        control.on_state(PARKED)
-        return PARKED
+        control.on_state(RunOutcome.PARKED)
+        return RunOutcome.PARKED
     except RunSuperseded:
-        return "superseded"
+        return RunOutcome.SUPERSEDED
     except BaseException:  # SystemExit from billiard's SIGTERM handler, KeyboardInterrupt
         hand_back(store, ref, gen)
         raise
@@ -217,8 +217,8 @@ def _execute(
     # our lease lapsed, this result is discarded and the task keeps what it has.
     reply = store.finish(ref, gen, status, payload, message)
     if reply is not Reply.OK:
-        return f"discarded-{reply.lower()}"
-    return status.value
+        return RunOutcome.discarded(reply)
+    return RunOutcome.ended(status)
 
 
 def _watchdog(

@@ -18,10 +18,10 @@ import logging
 import secrets
 from typing import Any
 
-from frontend import envelope, replies, streams
+from frontend import envelope, methods, replies, streams
 from frontend.envelope import RequestError, RpcRequest
 from frontend.http_types import HttpReply, HttpRequest
-from frontend.legacy import methods
+from frontend.legacy.methods import initialized
 from frontend.services import DISCONNECTED, REQUEST_ID, Services
 from frontend.streams import StreamReply
 from shared import jsonutil
@@ -145,7 +145,7 @@ class LegacyEndpoint:
         return await self._dispatch(rpc), rpc, None
 
     async def _dispatch(self, rpc: RpcRequest) -> HttpReply:
-        handler = methods.for_version(rpc.version).get(rpc.method)
+        handler = methods.handler(rpc.method, rpc.version)
         if handler is None:
             error = McpError(METHOD_NOT_FOUND, f"Method not found: {rpc.method}")
             return self.reply(rpc.id, error=error)
@@ -203,7 +203,7 @@ class LegacyEndpoint:
             session=session,
             principal=req.principal,
         )
-        result = methods.initialized(self.services, version)
+        result = initialized(self.services, version)
         log.info("session opened", extra={"protocol_version": version})
         return self.reply(rid, result=result, headers={SESSION_HEADER: session_id}), rpc, None
 
@@ -246,10 +246,10 @@ class LegacyEndpoint:
         if not envelope.accepts_stream(req):
             text = b"Not Acceptable: the GET stream needs Accept: text/event-stream"
             return HttpReply(406, text, "text/plain; charset=utf-8")
-        sessions, tasks, principal = self.services.sessions, self.services.tasks, session.principal
+        tasks, sessions, principal = self.services.tasks, self.services.sessions, session.principal
 
-        async def render(ref: str) -> dict[str, Any] | None:
-            listed = await tasks.listed(session.scope, ref, principal)
+        async def render(entry: str) -> dict[str, Any] | None:
+            listed = await tasks.listed(session.scope, entry, principal)
             if listed is None:
                 return None
             task = legacy_dump(LegacyTask.of(listed.record, listed.task_id))
@@ -260,7 +260,7 @@ class LegacyEndpoint:
 
         events = streams.watch_stream(
             self.services,
-            scope=session.scope,
+            watching=tasks.watch_listing(session.scope),
             render=render,
             gone=DISCONNECTED.get(),
             alive=alive,
@@ -270,30 +270,14 @@ class LegacyEndpoint:
     # -- what the client sends that is not a request ---------------------------------------------
     async def _route_response(self, session: Session, message: dict[str, Any]) -> McpError | None:
         """The client's answer to an ``elicitation/create`` / ``sampling/createMessage`` we sent
-        on some replica's stream: deliver it to the waiting run, as ``tasks/update`` would. An
+        on some replica's stream: delivered to the waiting run, as ``tasks/update`` would. An
         answer that does not fit its request is refused (returned) and may be sent again."""
         out_id = message.get("id")
         if not isinstance(out_id, str):
             return None  # not one of ours (ours are strings): nothing waits for it
-        sessions, tasks = self.services.sessions, self.services.tasks
-        target = await sessions.take_outgoing(session.sref, out_id)
-        if target is None:
-            return None  # answered already, or expired with the session
-        if isinstance(message.get("result"), dict):
-            try:
-                await tasks.answer(
-                    session.principal, target.ref, {target.key: message["result"]}, REQUEST_ID.get()
-                )
-            except McpError as exc:
-                await sessions.put_outgoing(session.sref, out_id, target, self.ttl_ms)
-                return exc
-            return None
-        # An error instead of an answer: the client will not answer; the run cannot go on.
-        error = message.get("error")
-        text = str(error.get("message", "")) if isinstance(error, dict) else ""
-        reason = f"the client refused the input request: {text[:200]}"
-        await tasks.cancel(session.principal, target.ref, reason)
-        return None
+        return await self.services.tasks.deliver(
+            session, out_id, message.get("result"), message.get("error"), REQUEST_ID.get()
+        )
 
     async def _notification(self, session: Session, message: dict[str, Any]) -> None:
         """``notifications/cancelled`` stops the named synchronous call's run (any replica);
@@ -304,6 +288,4 @@ class LegacyEndpoint:
         request_id = params.get("requestId") if isinstance(params, dict) else None
         if not isinstance(request_id, str | int) or isinstance(request_id, bool):
             return
-        ref = await self.services.sessions.find_call(session.sref, str(request_id))
-        if ref is not None:
-            await self.services.tasks.cancel(session.principal, ref, streams.CLIENT_CANCELLED)
+        await self.services.tasks.cancel_call(session, request_id, streams.CLIENT_CANCELLED)

@@ -8,7 +8,7 @@ from shared.protocol import SUPPORTED_VERSIONS, TASKS_EXTENSION
 from shared.wire import Discovery
 
 
-async def discover(services: Services, req: RpcRequest) -> Discovery:
+async def discover(services: Services, rpc: RpcRequest) -> Discovery:
     return Discovery(
         supported_versions=list(SUPPORTED_VERSIONS),
         capabilities={"tools": {"listChanged": False}, "extensions": {TASKS_EXTENSION: {}}},

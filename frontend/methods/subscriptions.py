@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from frontend import replies
+from frontend import params, replies
 from frontend.envelope import RpcRequest
 from frontend.services import DISCONNECTED, Services
 from frontend.streams import StreamReply, watch_stream
@@ -18,61 +18,37 @@ from shared.errors import (
     INVALID_PARAMS,
     McpError,
     TaskNotFound,
-    invalid_params,
     missing_tasks_capability,
 )
 from shared.protocol import META_SUBSCRIPTION_ID
-from shared.store import task_ref
 from shared.wire import Task
 
-#: The most task ids one listen request may name.
-MAX_TASK_IDS = 100
 
-
-def _task_ids(req: RpcRequest) -> list[str] | None:
-    notifications = req.params.get("notifications")
-    if notifications is None:
-        return None
-    if not isinstance(notifications, dict):
-        raise invalid_params("Invalid params: notifications must be an object")
-    ids = notifications.get("taskIds")
-    if ids is None:
-        return None
-    if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
-        raise invalid_params("Invalid params: notifications.taskIds must be a list of taskIds")
-    if len(ids) > MAX_TASK_IDS:
-        raise invalid_params(f"Invalid params: at most {MAX_TASK_IDS} taskIds per subscription")
-    return list(dict.fromkeys(ids))
-
-
-async def listen(services: Services, req: RpcRequest) -> StreamReply:
-    ids = _task_ids(req)
-    if ids is not None and not req.tasks_opt_in:
+async def listen(services: Services, rpc: RpcRequest) -> StreamReply:
+    ids = params.listen_task_ids(rpc)
+    if ids is not None and not rpc.tasks_opt_in:
         raise missing_tasks_capability()
-    if not req.streams:
+    if not rpc.streams:
         raise McpError(
             INVALID_PARAMS, "subscriptions/listen answers on a stream: accept text/event-stream"
         )
-    principal, tasks = req.owner, services.tasks
-    accepted: dict[str, str] = {}  # ref -> taskId
+    principal, tasks = rpc.owner, services.tasks
+    accepted: list[str] = []
     for task_id in ids or []:
         try:
-            await tasks.get(principal, task_ref(task_id))
+            await tasks.get(principal, task_id)
         except TaskNotFound:
             continue
-        accepted[task_ref(task_id)] = task_id
-    meta = {META_SUBSCRIPTION_ID: req.id}
+        accepted.append(task_id)
+    meta = {META_SUBSCRIPTION_ID: rpc.id}
     ack_params: dict[str, Any] = {"_meta": meta}
     if ids is not None:
-        ack_params["notifications"] = {"taskIds": list(accepted.values())}
+        ack_params["notifications"] = {"taskIds": accepted}
     ack = replies.notification("notifications/subscriptions/acknowledged", ack_params)
 
-    async def render(ref: str) -> dict[str, Any] | None:
-        task_id = accepted.get(ref)
-        if task_id is None:
-            return None
+    async def render(task_id: str) -> dict[str, Any] | None:
         try:
-            record, inputs = await tasks.get(principal, ref)
+            record, inputs = await tasks.get(principal, task_id)
         except TaskNotFound:
             return None
         task = Task.of(record, task_id, inputs).dump()
@@ -81,10 +57,10 @@ async def listen(services: Services, req: RpcRequest) -> StreamReply:
 
     events = watch_stream(
         services,
-        refs=list(accepted),
+        watching=tasks.watch(accepted),
         render=render,
         first=[ack],
-        snapshot=True,
+        snapshot=accepted,
         gone=DISCONNECTED.get(),
     )
     return StreamReply(events)

@@ -11,37 +11,36 @@ from frontend import params
 from frontend.envelope import RpcRequest
 from frontend.services import REQUEST_ID, Services
 from shared.errors import TaskNotFound, missing_tasks_capability
-from shared.store import Reply, task_ref
+from shared.store import Reply
 from shared.wire import Ack, Task
 
 
-def _gate(req: RpcRequest) -> None:
-    if not req.tasks_opt_in:
+def _gate(rpc: RpcRequest) -> None:
+    if not rpc.tasks_opt_in:
         raise missing_tasks_capability()
 
 
-async def get(services: Services, req: RpcRequest) -> Task:
-    task_id = params.task_id(req)
-    _gate(req)
-    record, inputs = await services.tasks.get(req.owner, task_ref(task_id))
+async def get(services: Services, rpc: RpcRequest) -> Task:
+    task_id = params.task_id(rpc)
+    _gate(rpc)
+    record, inputs = await services.tasks.get(rpc.owner, task_id)
     return Task.of(record, task_id, inputs)
 
 
-async def update(services: Services, req: RpcRequest) -> Ack:
-    task_id = params.task_id(req)
-    responses = params.input_responses(req, required=True)
-    _gate(req)
-    ref = task_ref(task_id)
-    answered = await services.tasks.answer(req.owner, ref, responses, REQUEST_ID.get())
+async def update(services: Services, rpc: RpcRequest) -> Ack:
+    task_id = params.task_id(rpc)
+    responses = params.input_responses(rpc, required=True)
+    _gate(rpc)
+    answered = await services.tasks.answer(rpc.owner, task_id, responses, REQUEST_ID.get())
     if answered.reply is Reply.NOTFOUND:
         raise TaskNotFound()
     return Ack()
 
 
-async def cancel(services: Services, req: RpcRequest) -> Ack:
-    task_id = params.task_id(req)
-    _gate(req)
-    cancelled = await services.tasks.cancel(req.owner, task_ref(task_id), "Cancelled by client")
+async def cancel(services: Services, rpc: RpcRequest) -> Ack:
+    task_id = params.task_id(rpc)
+    _gate(rpc)
+    cancelled = await services.tasks.cancel(rpc.owner, task_id, "Cancelled by client")
     if cancelled.reply is Reply.NOTFOUND:
         raise TaskNotFound()
     return Ack()  # cancelling a terminal task is an ack that changes nothing

@@ -14,9 +14,10 @@ through ``ops.mcp_client.McpClient``.
   worker process per pool kind; Redis (and RabbitMQ) CPU, command time and commands per task;
   a 3-primary Redis Cluster's split; the sizing derived from them.
 
-The throughput benchmark's load generator and result are ``ops.bench.loadgen``, its peer
-``ops.bench.peer``, the PSS of process trees ``ops.bench.memory``, the CPU time of process trees
-and Redis servers ``ops.bench.cpu``.
+The throughput benchmark's load generator and result are ``ops.bench.loadgen`` (its MCP calls
+``ops.bench.load``, its Redis costs per task ``ops.bench.costs``), its peer ``ops.bench.peer``,
+the PSS of process trees ``ops.bench.memory``, the CPU time of process trees and Redis servers
+``ops.bench.cpu``.
 
 Their tools live in one tool module, ``ops.bench.bench_tools``, which their stacks load through
 ``MCPQ_TOOLS``; the benchmark modules themselves are never imported by the stack.

@@ -60,7 +60,8 @@ from ops.bench.capacity_report import (
 )
 from ops.bench.costs import per_task_costs
 from ops.bench.cpu import RedisDelta, idle_delta, read_redis, redis_delta, tree_cpu_seconds
-from ops.bench.loadgen import TOOL, Load, spread, steal_s
+from ops.bench.load import TOOL, Load
+from ops.bench.loadgen import spread, steal_s
 from ops.bench.rawhttp import RawClient
 from ops.processes import wait_until
 from ops.redis_binary import RedisProcess, choose_redis_server

@@ -9,15 +9,13 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 
+from ops.bench.load import Load
 from ops.bench.rawhttp import RawClient
 from shared.store import Keys
-
-if TYPE_CHECKING:
-    from ops.bench.loadgen import Load
 
 
 @dataclass

@@ -34,7 +34,8 @@ from typing import Any
 
 import redis
 
-from ops.bench.loadgen import EndToEnd, Load, Target, end_to_end, percentile, steal_s
+from ops.bench.load import Load
+from ops.bench.loadgen import EndToEnd, Target, end_to_end, percentile, steal_s
 from ops.bench.throughput import mcpq_target
 from ops.processes import free_port, listening, wait_until
 from ops.stack import Stack

@@ -1,6 +1,6 @@
-"""The benchmarks' load generator: MCP clients (2026-07-28 wire, the Tasks extension declared)
-on asyncio HTTP connections, spread over processes, and what one measuring run reports
-(``Result``, ``measure``; the Redis costs per task come from ``ops.bench.costs``). Used by
+"""The benchmarks' load generator: MCP clients (``ops.bench.load``) on asyncio HTTP
+connections, spread over processes, and what one measuring run reports (``Result``,
+``measure``; the Redis costs per task come from ``ops.bench.costs``). Used by
 ``ops.bench.throughput`` against mcpq and its peer, both up at once and measured phase by phase
 in turn."""
 
@@ -17,18 +17,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import uvloop
 
 from ops.bench.costs import Costs, per_task_costs
+from ops.bench.load import Load
 from ops.bench.memory import process_tree, pss_mib
-from ops.bench.rawhttp import HttpError, RawClient
+from ops.bench.rawhttp import RawClient
 from ops.children import Child
 from ops.stack import Stack
-from shared.protocol import PROTOCOL_VERSION, TASKS_EXTENSION
-
-TOOL, ARGS = "slow_compute", {"seconds": 0}
-Http = httpx.AsyncClient | RawClient  # the benchmark's own client, or httpx where it is no load
 
 
 @dataclass
@@ -104,72 +100,6 @@ class Result:
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
-class Load:
-    """The load generator's MCP calls (2026-07-28 wire, the Tasks extension declared)."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.failures = 0
-        self._ids = 0
-
-    def _post(
-        self, method: str, params: dict[str, Any], name: str
-    ) -> tuple[dict[str, Any], dict[str, str]]:
-        self._ids += 1
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-            "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
-        }
-        body = {"jsonrpc": "2.0", "id": self._ids, "method": method}
-        body["params"] = {**params, "_meta": meta}
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": PROTOCOL_VERSION,
-            "Mcp-Method": method,
-            "Mcp-Name": name,
-        }
-        return body, headers
-
-    async def call(
-        self, http: Http, method: str, params: dict[str, Any], name: str
-    ) -> dict[str, Any] | None:
-        body, headers = self._post(method, params, name)
-        try:
-            reply = await http.post(self.url, json=body, headers=headers)
-            result: dict[str, Any] | None = (
-                reply.json().get("result") if reply.status_code == 200 else None
-            )
-        except (httpx.HTTPError, HttpError, OSError, asyncio.IncompleteReadError, ValueError):
-            result = None
-        if result is None:
-            self.failures += 1
-        return result
-
-    async def create(self, http: Http) -> str | None:
-        result = await self.call(http, "tools/call", {"name": TOOL, "arguments": ARGS}, TOOL)
-        return None if result is None else str(result["taskId"])
-
-    async def status(self, http: Http, task_id: str) -> str | None:
-        result = await self.call(http, "tasks/get", {"taskId": task_id}, task_id)
-        return None if result is None else str(result["status"])
-
-    async def until_done(self, http: Http, task_id: str, every_s: float) -> list[float] | None:
-        """Poll until the task ends: each ``tasks/get``'s round trip (ms), or ``None`` (and a
-        failure counted) when it has not ended within a minute."""
-        took: list[float] = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            asked = time.perf_counter()
-            status = await self.status(http, task_id)
-            took.append((time.perf_counter() - asked) * 1000)
-            if status in {"completed", "failed", "cancelled"}:
-                return took
-            await asyncio.sleep(every_s)
-        self.failures += 1
-        return None
 
 
 async def _clients(

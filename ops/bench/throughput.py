@@ -50,7 +50,8 @@ from typing import Any
 import httpx
 import redis
 
-from ops.bench.loadgen import TOOL, Load, Result, Target, measure
+from ops.bench.load import TOOL, Load
+from ops.bench.loadgen import Result, Target, measure
 from ops.bench.memory import process_tree, pss_mib
 from ops.bench.peer import PEER_VENV, PEER_VERSION, peer_target
 from ops.processes import wait_until

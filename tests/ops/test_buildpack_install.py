@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 # What each process type imports before it serves (its command's own --help imports only ops.cli).
 SERVES = {
     "web": "frontend.app",
-    "worker": "workers.celery_app",
-    "worker_bulk": "workers.celery_app",
+    "worker": "workers.entry",
+    "worker_bulk": "workers.entry",
     "flower": "flower.command",
 }
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from frontend import endpoint
+from frontend import methods
 from shared.errors import ToolError
 from shared.store import TaskStatus
 from tests.unit.fakes import Mcp
@@ -65,7 +65,7 @@ def test_the_web_tiers_own_crash_answers_an_error_id_that_its_log_repeats(
     async def boom(services: Any, req: Any) -> dict[str, Any]:
         raise RuntimeError(SECRET)
 
-    monkeypatch.setitem(endpoint.METHODS, "tools/list", boom)
+    monkeypatch.setitem(methods.ROUTES, "tools/list", ((methods.PROTOCOL_VERSION, boom),))
     with caplog.at_level(logging.ERROR, logger="mcpq.web"):
         reply = mcp.post("tools/list", rid=3)
     assert reply.code() == (200, -32603)

@@ -11,7 +11,7 @@ import pytest
 from ops import cli
 
 PY = sys.executable
-FLOWER = [PY, "-m", "celery", "-A", "workers.celery_app", "flower"]
+FLOWER = [PY, "-m", "celery", "-A", "workers.entry", "flower"]
 
 
 def _run(

@@ -44,15 +44,24 @@ def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
         time.sleep(0.005)
 
 
+class App:
+    """The pool's Celery app, as far as the pool uses it: it hands back the process's runs."""
+
+    def __init__(self) -> None:
+        self.handed_back = 0
+
+    def hand_back_runs(self) -> None:
+        self.handed_back += 1
+
+
 @pytest.fixture
-def pool(monkeypatch: pytest.MonkeyPatch) -> Iterator[IoPool]:
-    handed_back: list[bool] = []
-    monkeypatch.setattr(IoPool, "_hand_back", staticmethod(lambda: handed_back.append(True)))
-    io = IoPool(limit=1)
+def pool() -> Iterator[IoPool]:
+    app = App()
+    io = IoPool(limit=1, app=app)
     io.start()
     yield io
     io.stop()
-    assert handed_back == [True]
+    assert app.handed_back == 1
 
 
 def test_a_job_runs_on_a_pool_thread_with_its_slot_and_celery_hears_its_return(
@@ -112,12 +121,9 @@ def test_a_job_that_ended_is_not_let_go_of(pool: IoPool) -> None:
     assert pool.threads == 1 and answers.got == ["done"]
 
 
-def test_threads_start_as_jobs_need_them_up_to_the_limit_then_jobs_wait_in_order(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    handed_back: list[bool] = []
-    monkeypatch.setattr(IoPool, "_hand_back", staticmethod(lambda: handed_back.append(True)))
-    io = IoPool(limit=3)
+def test_threads_start_as_jobs_need_them_up_to_the_limit_then_jobs_wait_in_order() -> None:
+    app = App()
+    io = IoPool(limit=3, app=app)
     io.start()
     assert io.threads == 0
     answers, gate = Answers(), threading.Event()
@@ -133,10 +139,10 @@ def test_threads_start_as_jobs_need_them_up_to_the_limit_then_jobs_wait_in_order
     assert io.threads == 3
 
     io.stop()
-    assert handed_back == [True]
+    assert app.handed_back == 1
     until(lambda: io.threads == 0)
     io.terminate()  # a second stop (a cold shutdown after a warm one) does nothing more
-    assert handed_back == [True]
+    assert app.handed_back == 1
 
 
 def run_in_thread(call: ToolCall) -> tuple[threading.Thread, dict[str, Any]]:

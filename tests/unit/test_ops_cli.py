@@ -100,7 +100,7 @@ def test_an_unknown_pool_is_a_bad_environment(capsys: pytest.CaptureFixture[str]
 
 
 def test_flower_defaults_to_5555_unless_port_is_set() -> None:
-    flower = [PY, "-m", "celery", "-A", "workers.celery_app", "flower"]
+    flower = [PY, "-m", "celery", "-A", "workers.entry", "flower"]
     loopback = "--address=127.0.0.1"
     assert run(["flower"]) == [*flower, "--port=5555", loopback]
     assert run(["flower"], {"PORT": "6001"}) == [*flower, "--port=6001", loopback]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from falcon.util.sync import async_to_sync
 
-from frontend import endpoint
+from frontend import methods
 from shared.results import call_tool_result
 from shared.store import AsyncTaskStore, Keys, WebStore, web_store
 from shared.store.clients import async_client
@@ -111,7 +111,7 @@ def test_handler_exception_is_32603_without_a_traceback(
     async def boom(services: Any, req: Any) -> dict[str, Any]:
         raise RuntimeError(SECRET)
 
-    monkeypatch.setitem(endpoint.METHODS, "tools/list", boom)
+    monkeypatch.setitem(methods.ROUTES, "tools/list", ((methods.PROTOCOL_VERSION, boom),))
     reply = mcp.post("tools/list", rid=9)
     assert reply.code() == (200, -32603)
     assert reply.body["id"] == 9

@@ -1,0 +1,55 @@
+"""MRTR before a task: the questions a tool declares with ``ask_first`` are answered through
+``input_required`` rounds of ``tools/call`` before any task exists. The answers gathered so far
+travel inside the sealed ``requestState`` (``frontend.calls.state``): no server memory is
+needed between rounds, and any replica serves the next one."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from frontend.calls.state import Gathering, StateSeal
+from frontend.envelope import RpcRequest
+from frontend.services import Services
+from shared import answers
+from shared.errors import MISSING_CAPABILITY, McpError
+from shared.tools import InputRequest, missing_capabilities
+from shared.wire import InputRequiredResult
+
+
+def require_capabilities(rpc: RpcRequest, requests: dict[str, InputRequest]) -> None:
+    """Never send an input request of a type the client did not declare on this request."""
+    missing = missing_capabilities(requests.values(), rpc.caps)
+    if missing:
+        raise McpError(
+            MISSING_CAPABILITY,
+            "Missing required client capability",
+            {"requiredCapabilities": missing},
+        )
+
+
+def gather(
+    services: Services,
+    seal: StateSeal,
+    responses: dict[str, Any],
+    state: Gathering | None,
+) -> Gathering | InputRequiredResult:
+    """Everything answered: the answers, with the ``Once`` of the state that carried them (the
+    create marks it used). Else the next round: the questions still open, and a fresh state."""
+    tool = seal.tool
+    assert tool.ask_first is not None
+    requests = tool.ask_first(seal.arguments)
+    collected: dict[str, Any] = dict(state.answers) if state is not None else {}
+    # First answer wins: a key answered in an earlier round (inside the sealed state) cannot
+    # be changed by a later retry, so only the keys still open are taken from this one.
+    still_open = {key: request for key, request in requests.items() if key not in collected}
+    s = services.settings
+    collected |= answers.accept(still_open, responses, s.max_answers, s.max_answer_bytes)
+    missing = {key: request for key, request in still_open.items() if key not in collected}
+    if not missing:
+        return Gathering(collected, state.once if state is not None else None)
+    require_capabilities(seal.rpc, missing)
+    # A random id makes the state single-use: the create it leads to marks it used, in the
+    # same script (shared.store Admission), so a replay creates no second task.
+    token = seal.gathering(collected, secrets.token_urlsafe(16))
+    return InputRequiredResult(input_requests=missing, request_state=token)
