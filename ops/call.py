@@ -3,9 +3,11 @@
 Built on :mod:`mcpq.client` (the ``client`` extra: the ``mcp`` SDK and ``rich``). The SDK is
 async; the terminal is not: the SDK client lives on an event loop in a background thread (an
 anyio blocking portal) and this module's main thread drives the conversation, so every prompt
-reads the terminal from the main thread and Ctrl-C (``KeyboardInterrupt``, delivered to the main
-thread) interrupts a prompt or a wait alike. The first Ctrl-C cancels the task and waits for it
-to read ``cancelled``; a second one detaches and prints the taskId.
+reads the terminal from the main thread. While a task is followed, Ctrl-C is SIGINT taken by
+:class:`ops.call_interrupts.CtrlC` (counted by its handler and read by the loop, so no press is
+lost to the frame it lands in or to a launcher that left SIGINT ignored): the first Ctrl-C
+cancels the task and waits for it to read ``cancelled``, even in a prompt; a second one detaches
+and prints the taskId. Before the task exists, Ctrl-C is a plain ``KeyboardInterrupt`` (130).
 
 Exit codes (``EXIT_*``): 0 completed, 1 the tool reported an error (``isError``), 2 usage, 3 the
 task failed, 4 cancelled, 5 the server could not be reached or refused the request, 130
@@ -18,10 +20,11 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ops.call_interrupts import TICK_S, CtrlC
 from ops.call_prompts import UsageError, ask_form, ask_sampling
 
 if TYPE_CHECKING:
@@ -32,6 +35,8 @@ if TYPE_CHECKING:
 
     from mcpq.client import Task
     from shared.settings import Settings
+
+T = TypeVar("T")
 
 EXIT_COMPLETED = 0
 EXIT_TOOL_ERROR = 1
@@ -258,42 +263,98 @@ def _follow(
     portal: BlockingPortal, client: Client, ui: Console, task_id: str, args: argparse.Namespace
 ) -> int:
     """Poll to the end, answering questions; Ctrl-C cancels, a second one detaches."""
-    from mcpq import client as tasks
+    with CtrlC() as ctrl_c:
+        return _Follower(portal, client, ui, task_id, args, ctrl_c).run()
 
-    began = time.monotonic()
-    answered: set[str] = set()
-    cancelling = False
-    line = _StatusLine(ui)
-    line.start()
-    try:
-        while True:
-            try:
-                task = portal.call(tasks.get, client, task_id)
-                if task.done:
-                    break
-                if task.status == "input_required" and not cancelling:
-                    line.stop()
-                    answered |= _answer(portal, client, ui, task, answered, args)
-                    line.start()
-                    continue
-                pause = max((task.poll_interval_ms or 1000) / 1000, tasks.MIN_POLL_S)
-                deadline = time.monotonic() + pause
-                while (now := time.monotonic()) < deadline:
-                    line.show(_status_line(task, now - began, cancelling))
-                    time.sleep(min(0.1, deadline - now))
-            except KeyboardInterrupt:
-                line.stop()
-                if cancelling:
-                    print(f"detached; the task goes on: {task_id}", file=sys.stderr)
-                    _emit(args.output, {"taskId": task_id, "status": "detached"}, task_id)
-                    return EXIT_DETACHED
-                cancelling = True
-                ui.print("cancelling the task… (Ctrl-C again to detach)")
-                portal.call(tasks.cancel, client, task_id)
-                line.start()
-    finally:
-        line.stop()
-    return _print_result(task, task.status, task.call_tool_result(), args.output)
+
+class _Follower:
+    """Follows one task. Ctrl-C is read as a count (:class:`CtrlC`), between steps: the first
+    press sends ``tasks/cancel`` and goes on polling until the task reads ``cancelled``; the
+    second detaches, whatever the loop was doing when it came."""
+
+    def __init__(
+        self,
+        portal: BlockingPortal,
+        client: Client,
+        ui: Console,
+        task_id: str,
+        args: argparse.Namespace,
+        ctrl_c: CtrlC,
+    ) -> None:
+        self.portal, self.client, self.ui = portal, client, ui
+        self.task_id, self.args, self.ctrl_c = task_id, args, ctrl_c
+        self.line = _StatusLine(ui)
+        self.began = time.monotonic()
+        self.answered: set[str] = set()
+        self.cancelling = False
+
+    def run(self) -> int:
+        self.line.start()
+        try:
+            task = self._until_done()
+        finally:
+            self.line.stop()
+        if task is None:
+            print(f"detached; the task goes on: {self.task_id}", file=sys.stderr)
+            _emit(self.args.output, {"taskId": self.task_id, "status": "detached"}, self.task_id)
+            return EXIT_DETACHED
+        return _print_result(task, task.status, task.call_tool_result(), self.args.output)
+
+    def _until_done(self) -> Task | None:
+        """The task's last read, or ``None`` once a second Ctrl-C detaches."""
+        from mcpq import client as tasks
+
+        while self.ctrl_c.presses < 2:
+            if self.ctrl_c.presses and not self.cancelling:
+                self._cancel()
+                continue
+            task = self._request(tasks.get)
+            if task is None:  # Ctrl-C while reading: the loop's top acts on it
+                continue
+            if task.done:
+                return task
+            if task.status == "input_required" and not self.cancelling:
+                self._answer(task)
+            else:
+                self._pause(task)
+        return None
+
+    def _cancel(self) -> None:
+        from mcpq import client as tasks
+
+        self.cancelling = True
+        self.line.stop()
+        self.ui.print("cancelling the task… (Ctrl-C again to detach)")
+        self.line.start()
+        self._request(tasks.cancel)
+
+    def _request(self, method: Callable[[Client, str], Awaitable[T]]) -> T | None:
+        """``method(client, task_id)`` on the event loop; ``None`` if Ctrl-C comes first."""
+        return self.ctrl_c.wait(self.portal.start_task_soon(method, self.client, self.task_id))
+
+    def _answer(self, task: Task) -> None:
+        """Ask the task's questions; a prompt waits for a line, so Ctrl-C interrupts it by
+        raising (the press is counted all the same, and the loop cancels)."""
+        self.line.stop()
+        try:
+            with self.ctrl_c.raising():
+                asked = _answer(self.portal, self.client, self.ui, task, self.answered, self.args)
+            self.answered |= asked
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.line.start()
+
+    def _pause(self, task: Task) -> None:
+        """Show the status line until the next poll is due, or until Ctrl-C is pressed."""
+        from mcpq import client as tasks
+
+        pause = max((task.poll_interval_ms or 1000) / 1000, tasks.MIN_POLL_S)
+        deadline = time.monotonic() + pause
+        presses = self.ctrl_c.presses
+        while (now := time.monotonic()) < deadline and self.ctrl_c.presses == presses:
+            self.line.show(_status_line(task, now - self.began, self.cancelling))
+            time.sleep(min(TICK_S, deadline - now))
 
 
 def _status_line(task: Task, elapsed: float, cancelling: bool) -> str:

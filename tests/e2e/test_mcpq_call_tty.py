@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import termios
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pexpect
@@ -35,7 +37,7 @@ def env_for(stack: Stack) -> dict[str, str]:
     return {**env, "MCPQ_URL": stack.url(0), "TERM": "xterm", "COLUMNS": "100", "NO_COLOR": "1"}
 
 
-def spawn(stack: Stack, *args: str) -> pexpect.spawn:
+def spawn(stack: Stack, *args: str, preexec_fn: Callable[[], None] | None = None) -> pexpect.spawn:
     return pexpect.spawn(
         sys.executable,
         ["-m", "ops.cli", *args],
@@ -43,7 +45,21 @@ def spawn(stack: Stack, *args: str) -> pexpect.spawn:
         env=env_for(stack),
         encoding="utf-8",
         timeout=30,
+        preexec_fn=preexec_fn,
     )
+
+
+def sigint_ignored_and_blocked() -> None:
+    """What a launcher may leave behind (both survive exec): SIGINT ignored, as a shell without
+    job control starts a background job (a test run started with `&`), and blocked."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def press_ctrl_c(child: pexpect.spawn) -> None:
+    """Type the interrupt character of the child's terminal (`sendintr` would send the one of
+    the terminal the tests run in, if any)."""
+    child.send(termios.tcgetattr(child.child_fd)[6][termios.VINTR].decode())
 
 
 def mcpq(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
@@ -74,9 +90,12 @@ def test_call_answers_the_form_from_the_keyboard(cli_stack: Stack) -> None:
 
 
 def test_ctrl_c_cancels_the_task(cli_stack: Stack) -> None:
-    child = spawn(cli_stack, "call", "slow_compute", "seconds=60", "label=tty", "--output", "json")
+    """Whatever SIGINT state the client inherits: with Python's defaults, a client started with
+    SIGINT ignored or blocked never heard the key, and its status line went on."""
+    argv = ("call", "slow_compute", "seconds=60", "label=tty", "--output", "json")
+    child = spawn(cli_stack, *argv, preexec_fn=sigint_ignored_and_blocked)
     child.expect("computing tty")  # the live status line shows the tool's statusMessage
-    child.sendintr()
+    press_ctrl_c(child)
     child.expect("cancelling the task")
     child.expect(pexpect.EOF)
     child.close()
