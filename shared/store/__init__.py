@@ -44,31 +44,28 @@ if TYPE_CHECKING:
     from shared.store.wakeups import AsyncWatch as Watch
     from shared.store.web import WebStore, web_store
 
-#: Where each name imported on first use lives (and its name there).
+#: The names imported on first use, by the module they live in.
 _ON_FIRST_USE = {
-    "ApiKeyLookup": ("shared.store.apikeys", "ApiKeyLookup"),
-    "AsyncTaskStore": ("shared.store.aio", "AsyncTaskStore"),
-    "Listed": ("shared.store.listing", "Listed"),
-    "Position": ("shared.store.listing", "Position"),
-    "TaskAdmin": ("shared.store.admin", "TaskAdmin"),
-    "TaskListing": ("shared.store.listing", "TaskListing"),
-    "TaskStore": ("shared.store.sync", "TaskStore"),
-    "Watch": ("shared.store.wakeups", "AsyncWatch"),
-    "WebStore": ("shared.store.web", "WebStore"),
-    "web_store": ("shared.store.web", "web_store"),
-    "open_admin": ("shared.store.admin", "open_admin"),
-    "open_store": ("shared.store.clients", "open_store"),
-    "open_web_store": ("shared.store.clients", "open_web_store"),
+    "shared.store.admin": ("TaskAdmin", "open_admin"),
+    "shared.store.aio": ("AsyncTaskStore",),
+    "shared.store.apikeys": ("ApiKeyLookup",),
+    "shared.store.clients": ("open_store", "open_web_store"),
+    "shared.store.listing": ("Listed", "Position", "TaskListing"),
+    "shared.store.sync": ("TaskStore",),
+    "shared.store.wakeups": ("AsyncWatch",),
+    "shared.store.web": ("WebStore", "web_store"),
 }
+_HOME = {name: module for module, names in _ON_FIRST_USE.items() for name in names}
+_HOME["Watch"] = _HOME.pop("AsyncWatch")  # (exported as Watch)
 
 if not TYPE_CHECKING:
 
     def __getattr__(name: str) -> Any:
         """A name of :data:`_ON_FIRST_USE`, imported now (PEP 562)."""
-        if name not in _ON_FIRST_USE:
+        if name not in _HOME:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        module, attribute = _ON_FIRST_USE[name]
-        value = getattr(importlib.import_module(module), attribute)
+        module = importlib.import_module(_HOME[name])
+        value = getattr(module, "AsyncWatch" if name == "Watch" else name)
         globals()[name] = value  # found directly from now on
         return value
 
