@@ -2,7 +2,10 @@
 
 Every dependency is built here, or given by the caller (tests pass a fake producer, a store on
 fakeredis, a registry of their own; fault tests wrap the real ones), and handed down: nothing
-below reads the environment or builds a client.
+below reads the environment or builds a client. Each face of the store (``shared.store.web``)
+goes to the part whose concern it is: tasks and ``tasks/list`` to ``TaskService``, sessions to
+``Services.sessions``, API keys to the authenticator, the deployment's numbers to ``/readyz``
+and ``/metrics``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from frontend.task_service import TaskService
 from shared.celery_config import broker_is_store
 from shared.request_state import RequestStateSigner, new_secret, parse_secrets
 from shared.settings import Settings
-from shared.store import AsyncTaskStore, open_async_store
+from shared.store import WebStore, open_web_store
 from shared.tools import Registry
 
 if TYPE_CHECKING:
@@ -35,21 +38,21 @@ if TYPE_CHECKING:
 def create_app(
     settings: Settings,
     *,
-    store: AsyncTaskStore | None = None,
+    store: WebStore | None = None,
     producer: Producer | None = None,
     tools: Registry | None = None,
     http: httpx.AsyncClient | None = None,
 ) -> AsgiAdapter:
     tools = tools if tools is not None else Registry.from_modules(settings.tools)
-    store = store if store is not None else open_async_store(settings)
+    store = store if store is not None else open_web_store(settings)
     producer = producer if producer is not None else CeleryProducer(settings)
     services = Services(
         settings=settings,
-        tasks=TaskService(settings, store, producer),
+        tasks=TaskService(settings, store.tasks, store.listing, store.sessions, producer),
         registry=tools,
         signer=RequestStateSigner(_secrets(settings), settings.mrtr_state_ttl_s),
-        sessions=store,
-        auth=build_authenticator(settings, store, http),
+        sessions=store.sessions,
+        auth=build_authenticator(settings, store.api_keys, http),
     )
     app = falcon.asgi.App()
     app.add_route("/mcp", McpResource(McpEndpoint(services)))
@@ -59,14 +62,14 @@ def create_app(
         # RFC 9728 §3.1: the path-inserted form for the resource's own path (/mcp).
         app.add_route(urlsplit(metadata_url(settings.resource_url)).path, metadata)
     app.add_route("/healthz", HealthResource())
-    app.add_route("/readyz", ReadyResource(store, settings))
+    app.add_route("/readyz", ReadyResource(store.stats, settings))
     queues = sorted({settings.default_queue, *tools.queues()})
     if settings.metrics_token:  # no token, no /metrics: it is never public (404, no detail)
         # A broker other than the store's Redis counts its queues itself (RabbitMQ).
         depths = None
         if isinstance(producer, CeleryProducer) and not broker_is_store(settings):
             depths = producer.queue_depths
-        app.add_route("/metrics", MetricsResource(store, settings, queues, depths))
+        app.add_route("/metrics", MetricsResource(store.stats, settings, queues, depths))
     return AsgiAdapter(app)
 
 

@@ -17,7 +17,7 @@ import falcon.asgi
 
 from shared.errors import StoreUnavailable
 from shared.settings import Settings
-from shared.store import AsyncTaskStore
+from shared.store import DeploymentStats
 
 
 class HealthResource:
@@ -26,8 +26,8 @@ class HealthResource:
 
 
 class ReadyResource:
-    def __init__(self, store: AsyncTaskStore, settings: Settings) -> None:
-        self.store, self.settings = store, settings
+    def __init__(self, stats: DeploymentStats, settings: Settings) -> None:
+        self.stats, self.settings = stats, settings
         self._cached: tuple[float, dict[str, object]] | None = None
 
     async def check(self) -> dict[str, object]:
@@ -36,7 +36,7 @@ class ReadyResource:
         report: dict[str, object] = {"redis": False, "workers": 0}
         try:
             async with asyncio.timeout(self.settings.redis_timeout_s):
-                report["workers"] = await self.store.live_workers(
+                report["workers"] = await self.stats.live_workers(
                     self.settings.ready_worker_window_s
                 )
             report["redis"] = True

@@ -33,7 +33,7 @@ from prometheus_client.registry import Collector
 
 from shared.errors import StoreUnavailable
 from shared.settings import Settings
-from shared.store import OUTCOMES, AsyncTaskStore, StatsSnapshot
+from shared.store import OUTCOMES, DeploymentStats, StatsSnapshot
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 log = logging.getLogger("mcpq.web")
@@ -149,14 +149,14 @@ class MetricsResource:
 
     def __init__(
         self,
-        store: AsyncTaskStore,
+        stats: DeploymentStats,
         settings: Settings,
         queues: list[str],
         depths: Callable[[list[str]], Awaitable[dict[str, int]]] | None = None,
     ) -> None:
         """``depths``: how the broker counts each queue's waiting runs, when the broker is not
         the store's Redis (RabbitMQ); ``None``: the store reads them with its snapshot."""
-        self.store, self.settings, self.queues, self.depths = store, settings, queues, depths
+        self.stats, self.settings, self.queues, self.depths = stats, settings, queues, depths
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         if not bearer_matches(req.get_header("Authorization"), self.settings.metrics_token):
@@ -169,7 +169,7 @@ class MetricsResource:
         snapshot = StatsSnapshot()
         try:
             async with asyncio.timeout(self.settings.redis_timeout_s):
-                snapshot = await self.store.stats(self.queues if self.depths is None else [])
+                snapshot = await self.stats.snapshot(self.queues if self.depths is None else [])
         except (StoreUnavailable, TimeoutError):
             STORE_ERRORS.inc()  # the scrape still answers: this process's own series
         if self.depths is not None:

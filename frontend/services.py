@@ -11,7 +11,7 @@ from frontend.http_types import ClientGone
 from frontend.task_service import TaskService
 from shared.request_state import RequestStateSigner
 from shared.settings import Settings
-from shared.store import AsyncTaskStore
+from shared.store import SessionStore
 from shared.tools import Registry
 
 #: The id of the MCP request being served; it travels with the Celery message to the worker.
@@ -26,8 +26,8 @@ class Services:
     tasks: TaskService
     registry: Registry
     signer: RequestStateSigner
-    #: 2025-era sessions (open, touch, end).
-    sessions: AsyncTaskStore
+    #: 2025-era sessions (open, touch, end; what is in flight on them: ``tasks``).
+    sessions: SessionStore
     server_info: dict[str, str] = field(default_factory=dict)
     #: ``MCPQ_AUTH``'s authenticator; by default none (every caller is ``anonymous``).
     auth: Authenticator = field(default_factory=lambda: Authenticator(()))

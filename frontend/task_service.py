@@ -2,9 +2,10 @@
 watch, list; and the 2025-era session's maps that point at tasks.
 
 The method handlers (``tools/call``, ``tasks/*``, streams) call these with the client's taskId;
-none of them talks to the task store or the producer on its own, and none derives a task's
-storage ref: that is done once, here (``task_ref``). Every operation is on behalf of an owner
-(the principal): another principal's task reads and writes as unknown.
+none of them talks to the task store or the producer on its own (this module alone holds the
+store's faces for tasks and ``tasks/list``, and the session maps that point at tasks), and none
+derives a task's storage ref: that is done once, here (``task_ref``). Every operation is on
+behalf of an owner (the principal): another principal's task reads and writes as unknown.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from shared.store import (
     Refused,
     Reply,
     Session,
+    SessionStore,
+    TaskListing,
     TaskRecord,
     TaskStatus,
     Watch,
@@ -87,10 +90,13 @@ class TaskService:
         self,
         settings: Settings,
         store: AsyncTaskStore,
+        listing: TaskListing,
+        sessions: SessionStore,
         producer: Producer,
         rate_refusals: RateRefusals | None = None,
     ) -> None:
-        self.settings, self._store, self.producer = settings, store, producer
+        self.settings, self.producer = settings, producer
+        self._store, self._listing, self._sessions = store, listing, sessions
         self._unclaimed_ms = int(settings.unclaimed_after_s * 1000)
         self._session_ttl_ms = int(settings.session_ttl_s * 1000)
         #: Principals this process saw refused by the rate limit, until when: the tool gate
@@ -155,7 +161,7 @@ class TaskService:
             # NOTE: before the enqueue, so the task's changes reach the scope's channel from its
             # first run on (nothing runs a task that was never enqueued, but for the sweeper's
             # re-send after MCPQ_UNCLAIMED_AFTER_S).
-            await self._store.list_add(listed_in, ref, task_id, created_ms, ttl_ms)
+            await self._listing.add(listed_in, ref, task_id, created_ms, ttl_ms)
         if message is None:
             await self.enqueue(run)
         transition = {"task": task_hash(ref), "tool": tool.name, "transition": "created"}
@@ -277,22 +283,22 @@ class TaskService:
             yield watch
 
     async def listed(self, scope: str, entry: str, owner: str) -> Listed | None:
-        return await self._store.listed(scope, entry, owner)
+        return await self._listing.listed(scope, entry, owner)
 
     async def list_page(
         self, scope: str, owner: str, after: Position | None, size: int
     ) -> tuple[list[Listed], Position | None]:
-        return await self._store.list_page(scope, owner, after, size)
+        return await self._listing.page(scope, owner, after, size)
 
     # -- what a 2025-era session's maps point at ---------------------------------------------------
     async def remember_call(self, session: Session, request_id: int | str, task_id: str) -> None:
         """A synchronous call in flight, by its JSON-RPC id: ``notifications/cancelled`` names
         it (on any replica), :meth:`cancel_call` finds its task."""
         ref = task_ref(task_id)
-        await self._store.put_call(session.sref, str(request_id), ref, self._session_ttl_ms)
+        await self._sessions.put_call(session.sref, str(request_id), ref, self._session_ttl_ms)
 
     async def cancel_call(self, session: Session, request_id: int | str, message: str) -> None:
-        ref = await self._store.find_call(session.sref, str(request_id))
+        ref = await self._sessions.find_call(session.sref, str(request_id))
         if ref is not None:
             await self._cancel(session.principal, ref, message)
 
@@ -301,7 +307,7 @@ class TaskService:
         response to it (:meth:`deliver`, any replica) answers that key."""
         out_id = f"mcpq-{secrets.token_urlsafe(12)}"
         target = Outgoing(task_ref(task_id), key)
-        await self._store.put_outgoing(session.sref, out_id, target, self._session_ttl_ms)
+        await self._sessions.put_outgoing(session.sref, out_id, target, self._session_ttl_ms)
         return out_id
 
     async def deliver(
@@ -310,14 +316,15 @@ class TaskService:
         """The client's response to a server→client request: its ``result`` answers the input
         request (checked as any answer: a refused one is returned, and may be sent again); an
         ``error`` means the client will not answer, and the run cannot go on (cancelled)."""
-        target = await self._store.take_outgoing(session.sref, out_id)
+        target = await self._sessions.take_outgoing(session.sref, out_id)
         if target is None:
             return None  # answered already, or expired with the session
         if isinstance(result, dict):
             try:
                 await self._answer(session.principal, target.ref, {target.key: result}, request_id)
             except McpError as exc:
-                await self._store.put_outgoing(session.sref, out_id, target, self._session_ttl_ms)
+                ttl_ms = self._session_ttl_ms
+                await self._sessions.put_outgoing(session.sref, out_id, target, ttl_ms)
                 return exc
             return None
         text = str(error.get("message", "")) if isinstance(error, dict) else ""

@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from shared.errors import INTERNAL_ERROR, McpError
-from shared.store import TaskRecord, TaskStatus
+from shared.store.records import TaskRecord
+from shared.store.states import TaskStatus
 
 JsonObject = dict[str, Any]
 

@@ -20,7 +20,7 @@ from frontend.principal import ANONYMOUS, Principal
 from shared import jsonutil
 from shared.errors import INVALID_REQUEST, McpError
 from shared.settings import Settings
-from shared.store import AsyncTaskStore
+from shared.store import ApiKeyLookup
 from shared.store.apikeys import TOKEN_PREFIX
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class AuthFailed(Exception):
 @dataclass
 class Authenticator:
     modes: tuple[str, ...]
-    store: AsyncTaskStore | None = None
+    api_keys: ApiKeyLookup | None = None
     verifier: JwtVerifier | None = None
     required_scopes: tuple[str, ...] = ()
     metadata_url: str = ""
@@ -80,8 +80,8 @@ class Authenticator:
         return principal
 
     async def _principal(self, token: str) -> Principal:
-        if token.startswith(TOKEN_PREFIX) and "apikey" in self.modes and self.store is not None:
-            key = await self.store.api_key(token)
+        if token.startswith(TOKEN_PREFIX) and "apikey" in self.modes and self.api_keys is not None:
+            key = await self.api_keys.find(token)
             if key is None:
                 raise AuthFailed(401, "invalid_token", "unknown or revoked API key")
             return Principal(key.principal, frozenset(key.scopes))
@@ -152,7 +152,7 @@ def metadata_url(resource_url: str) -> str:
 
 
 def build_authenticator(
-    settings: Settings, store: AsyncTaskStore, http: httpx.AsyncClient | None = None
+    settings: Settings, api_keys: ApiKeyLookup, http: httpx.AsyncClient | None = None
 ) -> Authenticator:
     """The authenticator ``MCPQ_AUTH`` asks for; ``AuthConfigError`` names a missing setting."""
     check_settings(settings)
@@ -176,7 +176,7 @@ def build_authenticator(
         )
     return Authenticator(
         modes,
-        store,
+        api_keys,
         verifier,
         settings.oauth_scopes,
         metadata_url(settings.resource_url) if "oauth" in modes else "",

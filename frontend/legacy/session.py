@@ -193,7 +193,7 @@ class LegacyEndpoint:
             principal,
             listing_scope(principal, sref),
         )
-        await self.services.sessions.open_session(session, self.ttl_ms)
+        await self.services.sessions.open(session, self.ttl_ms)
         rpc = RpcRequest(
             rid,
             "initialize",
@@ -214,7 +214,7 @@ class LegacyEndpoint:
             return self._refuse(
                 400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"
             )
-        session = await self.services.sessions.touch_session(task_ref(session_id), self.ttl_ms)
+        session = await self.services.sessions.touch(task_ref(session_id), self.ttl_ms)
         # A session belongs to whoever opened it: another principal holding its id (a bearer
         # value, but one that may leak) gets exactly the answer for an unknown session.
         if session is None or session.principal != req.principal.id:
@@ -230,7 +230,7 @@ class LegacyEndpoint:
         session = await self.session_of(req)
         if isinstance(session, HttpReply):
             return session
-        if not await self.services.sessions.end_session(session.sref):
+        if not await self.services.sessions.end(session.sref):
             return self._refuse(404, SESSION_NOT_FOUND, "Session not found")
         return HttpReply(204, b"", None)
 
@@ -256,7 +256,7 @@ class LegacyEndpoint:
             return replies.notification("notifications/tasks/status", task)
 
         async def alive() -> bool:
-            return await sessions.touch_session(session.sref, self.ttl_ms) is not None
+            return await sessions.touch(session.sref, self.ttl_ms) is not None
 
         events = streams.watch_stream(
             self.services,

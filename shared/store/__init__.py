@@ -1,46 +1,74 @@
 """The task store: every read and write of mcpq's state in Redis, and nothing else does either.
 
 Public API (import from ``shared.store``): :class:`TaskStore` (synchronous: workers, the sweeper,
-``mcpq status``) and :class:`AsyncTaskStore` (asyncio: the web tier), built by
-:func:`open_store` / :func:`open_async_store`; the typed states and replies; the records they
-return; :func:`task_ref`. Inside: the key schema (``keys``), one Lua script per transition
-(``lua/``, loaded by ``scripts``), the KEYS/ARGV contract and reply parsing of each
-(``calls``), plain reads (``stats``), Redis error translation (``errors``), the client factory
-(``clients``) and the rule for blocking timeouts (``blocking``). Operators (``mcpq tasks``) get
-:func:`open_admin`: tasks listed by ref (unfinished ones from their index, oldest first;
+``mcpq status``, built by :func:`open_store`); the web tier's faces, one per concern on one
+client, bundled in a :class:`WebStore` by :func:`open_web_store` (or :func:`web_store` around
+a task store of one's own): :class:`AsyncTaskStore` (tasks), :class:`SessionStore` (2025-era
+sessions), :class:`TaskListing` (``tasks/list``), :class:`ApiKeyLookup` and
+:class:`DeploymentStats`; the typed states and replies; the records
+they return; :func:`task_ref`. Inside: the key schema (``keys``), one Lua script per transition
+(``lua/``, loaded by ``scripts``), the KEYS/ARGV contract and reply parsing of each (``calls``,
+written by concern: ``create_calls``, ``client_calls``, ``run_calls``...), the steps of the
+operations that take more than one, written once for both stores (``plans``, ``task_plans``),
+the drivers that run them on each flavour of client (``sync_driver``, ``async_driver``), Redis
+error translation (``errors``) and the client factory (``clients``). Operators (``mcpq tasks``)
+get :func:`open_admin`: tasks listed by ref (unfinished ones from their index, oldest first;
 finished ones by a walk of the records, ``admin_scan``), one task shown, cancels (``admin``).
+
+The names whose modules load redis-py (the stores, their faces and factories) are imported on
+first use: a module that needs only the records and states (``shared.wire``) loads no client.
 """
 
-from shared.store.admin import (
-    AdminError,
-    Page,
-    TaskAdmin,
-    TaskDetail,
-    TaskFilter,
-    TaskSummary,
-    open_admin,
-)
-from shared.store.aio import AsyncTaskStore
-from shared.store.calls import (
-    Admission,
-    Answered,
-    Cancelled,
-    Claim,
-    Due,
-    InputPoll,
-    NewTask,
-    Refused,
-    Renewal,
-)
-from shared.store.clients import open_async_store, open_store
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from shared.store.admin_views import AdminError, Page, TaskDetail, TaskFilter, TaskSummary
+from shared.store.client_calls import Answered, Cancelled
+from shared.store.create_calls import Admission, NewTask, Refused
 from shared.store.keys import Keys, task_ref
-from shared.store.listing import Listed, Position
 from shared.store.records import TaskRecord
-from shared.store.sessions import Outgoing, Session
+from shared.store.run_calls import Claim, Due, InputPoll, Renewal
+from shared.store.sessions import Outgoing, Session, SessionStore
 from shared.store.states import TERMINAL, Reply, TaskStatus
-from shared.store.stats import OUTCOMES, StatsSnapshot
-from shared.store.sync import TaskStore
-from shared.store.wakeups import AsyncWatch as Watch
+from shared.store.stats import OUTCOMES, DeploymentStats, StatsSnapshot
+
+if TYPE_CHECKING:
+    from shared.store.admin import TaskAdmin, open_admin
+    from shared.store.aio import AsyncTaskStore
+    from shared.store.apikeys import ApiKeyLookup
+    from shared.store.clients import open_store, open_web_store
+    from shared.store.listing import Listed, Position, TaskListing
+    from shared.store.sync import TaskStore
+    from shared.store.wakeups import AsyncWatch as Watch
+    from shared.store.web import WebStore, web_store
+
+#: The names imported on first use, by the module they live in.
+_ON_FIRST_USE = {
+    "shared.store.admin": ("TaskAdmin", "open_admin"),
+    "shared.store.aio": ("AsyncTaskStore",),
+    "shared.store.apikeys": ("ApiKeyLookup",),
+    "shared.store.clients": ("open_store", "open_web_store"),
+    "shared.store.listing": ("Listed", "Position", "TaskListing"),
+    "shared.store.sync": ("TaskStore",),
+    "shared.store.wakeups": ("AsyncWatch",),
+    "shared.store.web": ("WebStore", "web_store"),
+}
+_HOME = {name: module for module, names in _ON_FIRST_USE.items() for name in names}
+_HOME["Watch"] = _HOME.pop("AsyncWatch")  # (exported as Watch)
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        """A name of :data:`_ON_FIRST_USE`, imported now (PEP 562)."""
+        if name not in _HOME:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        module = importlib.import_module(_HOME[name])
+        value = getattr(module, "AsyncWatch" if name == "Watch" else name)
+        globals()[name] = value  # found directly from now on
+        return value
+
 
 __all__ = [
     "OUTCOMES",
@@ -48,9 +76,11 @@ __all__ = [
     "AdminError",
     "Admission",
     "Answered",
+    "ApiKeyLookup",
     "AsyncTaskStore",
     "Cancelled",
     "Claim",
+    "DeploymentStats",
     "Due",
     "InputPoll",
     "Keys",
@@ -63,17 +93,21 @@ __all__ = [
     "Renewal",
     "Reply",
     "Session",
+    "SessionStore",
     "StatsSnapshot",
     "TaskAdmin",
     "TaskDetail",
     "TaskFilter",
+    "TaskListing",
     "TaskRecord",
     "TaskStatus",
     "TaskStore",
     "TaskSummary",
     "Watch",
+    "WebStore",
     "open_admin",
-    "open_async_store",
     "open_store",
+    "open_web_store",
     "task_ref",
+    "web_store",
 ]

@@ -29,22 +29,30 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
 from shared.sealing import DataKeyError
 from shared.settings import Settings
-from shared.store import calls
+from shared.store import client_calls
 from shared.store.admin_scan import ScanCursorError, ScanPosition, scan_refs, walk
-from shared.store.calls import Cancelled, PipelineCall, Queue
+from shared.store.admin_views import (
+    AdminError,
+    Page,
+    Position,
+    TaskDetail,
+    TaskFilter,
+    TaskSummary,
+)
+from shared.store.call_types import PipelineCall, Queue
+from shared.store.client_calls import Cancelled
 from shared.store.clients import payloads as payloads_of
 from shared.store.clients import store_keys, sync_client
 from shared.store.errors import store_errors
 from shared.store.keys import Keys, Shard
 from shared.store.payloads import TASK_FIELDS, TEXT_FIELDS, Payloads, UnreadablePayload
-from shared.store.states import TERMINAL, Reply, TaskStatus
+from shared.store.states import Reply, TaskStatus
 from shared.store.sync import TaskStore
 
 #: What a payload that does not open with this process's data keys shows instead.
@@ -57,109 +65,6 @@ _LIST_FIELDS = ("status", "tool", "owner", "created_ms", "updated_ms", "parked",
 _BATCH = 200
 _REF = re.compile(r"[0-9a-f]{32}")
 _REF_PREFIX = re.compile(r"[0-9a-f]{6,32}")
-_CURSOR = re.compile(r"(\d{1,16})\.([0-9a-f]{32})")
-
-
-class AdminError(ValueError):
-    """A request the store cannot serve as asked (a bad cursor, an ambiguous ref): its text is
-    the one line an operator sees."""
-
-
-@dataclass(frozen=True)
-class Position:
-    """Where a page ended: its last task. As text (a cursor): ``<createdAt>.<ref>``."""
-
-    created_ms: int
-    ref: str
-
-    def __str__(self) -> str:
-        return f"{self.created_ms}.{self.ref}"
-
-    @classmethod
-    def parse(cls, text: str) -> Position:
-        found = _CURSOR.fullmatch(text.strip())
-        if found is None:
-            raise AdminError(f"not a cursor of mcpq tasks list: {text!r}")
-        return cls(int(found.group(1)), found.group(2))
-
-
-@dataclass(frozen=True)
-class TaskFilter:
-    """Which tasks to list. ``states`` empty: all five. ``older_than_ms``: created at least that
-    long ago (by Redis's clock), whatever the state."""
-
-    states: frozenset[TaskStatus] = frozenset()
-    older_than_ms: int = 0
-    tool: str = ""
-    principal: str = ""
-
-    @property
-    def scans(self) -> bool:
-        """Whether this listing must walk every task record (``SCAN``): it may hold finished
-        tasks, which no index holds."""
-        return not self.states or bool(self.states & TERMINAL)
-
-    def matches(self, task: TaskSummary, now_ms: int) -> bool:
-        # The index walk already bounds createdAt by its score; the scan has only this test.
-        return (
-            (not self.states or task.status in self.states)
-            and (self.older_than_ms <= 0 or task.created_ms <= now_ms - self.older_than_ms)
-            and (not self.tool or task.tool == self.tool)
-            and (not self.principal or task.owner == self.principal)
-        )
-
-
-@dataclass(frozen=True)
-class TaskSummary:
-    """One line of a listing."""
-
-    ref: str
-    status: TaskStatus
-    tool: str
-    owner: str
-    created_ms: int
-    updated_ms: int
-    parked: bool
-    runs: int
-    message: str
-
-    def age_s(self, now_ms: int) -> float:
-        return max(0, now_ms - self.created_ms) / 1000
-
-    def as_json(self, now_ms: int) -> dict[str, Any]:
-        return {
-            "ref": self.ref,
-            "status": self.status.value,
-            "tool": self.tool,
-            "principal": self.owner,
-            "createdMs": self.created_ms,
-            "updatedMs": self.updated_ms,
-            "ageS": round(self.age_s(now_ms), 3),
-            "parked": self.parked,
-            "runs": self.runs,
-            "statusMessage": self.message,
-        }
-
-
-@dataclass
-class Page:
-    """A page of a listing: its tasks, the cursor of the next page (``None``: the last one), and
-    Redis's clock when it was read (ages are counted on it)."""
-
-    tasks: list[TaskSummary]
-    cursor: str | None
-    now_ms: int
-
-
-@dataclass
-class TaskDetail:
-    """Every stored field of a task, payloads opened (``UNREADABLE`` where one does not), and its
-    outstanding input requests."""
-
-    ref: str
-    fields: dict[str, Any]
-    inputs: dict[str, Any] = field(default_factory=dict)
-    now_ms: int = 0
 
 
 class TaskAdmin:
@@ -353,7 +258,8 @@ class TaskAdmin:
         )
         if owner is None:
             return Cancelled(Reply.NOTFOUND)
-        return self._store.run(calls.cancel(self._keys, ref, str(owner), *self._message(ref)))
+        cancel = client_calls.cancel(self._keys, ref, str(owner), *self._message(ref))
+        return self._store.run(cancel)
 
     def _message(self, ref: str) -> tuple[str, Payloads]:
         """The cancel's status message and the payloads that seal it. Without data keys
@@ -370,7 +276,7 @@ def _other_walks(cursor: str, scans: bool) -> bool:
     """Whether ``cursor`` is a well-formed cursor of the other walk (a listing's cursor handed
     to one with other ``--state`` options): said as such rather than "not a cursor"."""
     if scans:
-        return _CURSOR.fullmatch(cursor.strip()) is not None
+        return Position.is_cursor(cursor)
     try:
         ScanPosition.parse(cursor)
     except ScanCursorError:

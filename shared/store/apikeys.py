@@ -16,11 +16,15 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
-
+from shared.store.errors import store_errors
 from shared.store.keys import Keys
+
+if TYPE_CHECKING:
+    import redis
+
+    from shared.store.async_driver import AsyncDriver
 
 TOKEN_PREFIX = "mcpq_"  # noqa: S105 (a prefix, not a secret)
 _TOKEN = re.compile(r"^mcpq_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
@@ -77,8 +81,26 @@ def verify(key_id: str, secret: str, fields: Mapping[Any, Any]) -> ApiKey | None
     return None if key.revoked_ms is not None else key
 
 
+class ApiKeyLookup:
+    """The web tier's side: the key a request's token names, read on every request."""
+
+    def __init__(self, io: AsyncDriver, keys: Keys) -> None:
+        self._io, self._keys = io, keys
+
+    async def find(self, token: str) -> ApiKey | None:
+        """The live key ``token`` names, or ``None`` (malformed, unknown, wrong secret, revoked).
+        Read on every request, never cached: a revocation holds on the next request."""
+        parts = split(token)
+        if parts is None:
+            return None
+        with store_errors():
+            fields = await self._io.client.hgetall(self._keys.api_key(parts[0]))
+        return verify(parts[0], parts[1], fields) if fields else None
+
+
 class ApiKeys:
-    """Create, list and revoke keys (``mcpq keys``); the web tier only reads them."""
+    """Create, list and revoke keys (``mcpq keys``); the web tier only reads them
+    (:class:`ApiKeyLookup`)."""
 
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self._redis = client

@@ -7,8 +7,8 @@ A ``redis+sentinel://`` ``REDIS_URL`` (``shared.redis_urls``) gets the same pool
 flavour: each new connection asks the sentinels where the primary is, and a connection to a
 primary that was demoted (a ``READONLY`` reply) is dropped, so after a failover the next
 round trip (redis-py's retry) lands on the new primary without a restart. A promoted replica
-may lack the Lua scripts: every script call reloads on ``NOSCRIPT`` (the stores' ``_evalsha``,
-redis-py's ``Script`` on a Cluster, and ``AsyncTaskStore._replicated``).
+may lack the Lua scripts: every script call reloads on ``NOSCRIPT`` (``plans.ScriptPlans``;
+redis-py's ``Script`` on a Cluster).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from shared.store.lean import LeanPool, LeanSyncPool, lean_connections
 from shared.store.payloads import Payloads
 from shared.store.sync import TaskStore
 from shared.store.tally import StatsTally
+from shared.store.web import WebStore, web_store
 
 
 def _url_and_tls(settings: Settings) -> tuple[str, dict[str, Any]]:
@@ -259,16 +260,17 @@ def open_store(settings: Settings) -> TaskStore:
     )
 
 
-def open_async_store(settings: Settings) -> AsyncTaskStore:
-    keys = store_keys(settings)
-    return AsyncTaskStore(
+def open_web_store(settings: Settings) -> WebStore:
+    """The web tier's faces of the store, on one client (``shared.store.web``)."""
+    tasks = AsyncTaskStore(
         async_client(settings),
-        keys,
-        payloads(settings),
+        store_keys(settings),
+        payloads=payloads(settings),
+        tally=stats_tally(settings),
         min_replicas=settings.redis_min_replicas,
         replica_wait_ms=settings.redis_replica_wait_ms,
-        tally=stats_tally(settings),
     )
+    return web_store(tasks)
 
 
 def stats_tally(settings: Settings) -> StatsTally | None:

@@ -61,28 +61,41 @@ def _closed_while_sending(exc: BaseException) -> bool:
 
 @contextmanager
 def store_errors() -> Iterator[None]:
+    """Redis failures raised in the block become :class:`StoreUnavailable`
+    (:func:`as_store_error`); anything else propagates as it is."""
     try:
         yield
-    except (rexc.ConnectionError, rexc.TimeoutError, OSError) as exc:
-        raise StoreUnavailable() from exc
-    except RuntimeError as exc:
+    except Exception as exc:
+        translated = as_store_error(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+def as_store_error(exc: Exception) -> Exception:
+    """``exc`` as the rest of mcpq is to see it: a :class:`StoreUnavailable` caused by it when
+    it means Redis cannot serve this call now, else ``exc`` itself (a bug: it stays loud)."""
+    if isinstance(exc, rexc.ConnectionError | rexc.TimeoutError | OSError):
+        return _unavailable(exc)
+    if isinstance(exc, RuntimeError):
         # uvloop raises RuntimeError, not a ConnectionError, when a write meets a connection
         # that another task closed a moment before: redis-py's cluster client closes a failed
         # node's connections while other requests still hold them (a primary's failover). That
         # is the connection failing: the client gets a 503 and tries again, not an error 500.
-        if _CLOSED_TRANSPORT in str(exc):
-            raise StoreUnavailable() from exc
-        raise
-    except (AttributeError, TypeError) as exc:
+        return _unavailable(exc) if _CLOSED_TRANSPORT in str(exc) else exc
+    if isinstance(exc, AttributeError | TypeError):
         # The same race without uvloop's check: the other task's disconnect has already set the
         # connection's stream to None (``'NoneType' object has no attribute 'writelines'``,
         # seen in a cluster failover test) or torn down the transport. A 503 too.
-        if _closed_while_sending(exc):
-            raise StoreUnavailable() from exc
-        raise
-    except rexc.ResponseError as exc:
+        return _unavailable(exc) if _closed_while_sending(exc) else exc
+    if isinstance(exc, rexc.ResponseError):
         # A script that failed for our own reasons (a bug) must stay loud; only replies that
         # mean "try again later" become a 503.
-        if str(exc).startswith(_NOT_NOW):
-            raise StoreUnavailable() from exc
-        raise
+        return _unavailable(exc) if str(exc).startswith(_NOT_NOW) else exc
+    return exc
+
+
+def _unavailable(cause: Exception) -> StoreUnavailable:
+    unavailable = StoreUnavailable()
+    unavailable.__cause__ = cause  # as ``raise ... from cause`` (the context is not shown)
+    return unavailable

@@ -3,18 +3,24 @@
 A scope is an index of the tasks one principal (or one anonymous session) created over that
 wire, with their taskIds. Pages are cut by a cursor naming the last entry shown
 (``createdAt`` and ref), so a task created while a client pages through never shifts a page.
-Entries whose task has expired leave the index when a page finds them.
+Entries whose task has expired leave the index when a page finds them. :class:`TaskListing` is
+the web tier's face on it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from shared.store.calls import PipelineCall, Queue, ScriptCall
+from shared.store.call_types import PipelineCall, Queue, ScriptCall
+from shared.store.clock import RedisClock
 from shared.store.keys import Keys
 from shared.store.payloads import PLAIN, Payloads
+from shared.store.plans import Plan, ScriptPlans
 from shared.store.records import TaskRecord
+
+if TYPE_CHECKING:
+    from shared.store.async_driver import AsyncDriver
 
 #: Entries read per page beyond the page size, to step over tasks that are gone.
 _SLACK = 50
@@ -98,3 +104,54 @@ def forget(k: Keys, scope: str, refs: list[str]) -> PipelineCall[None]:
         lambda p: p.hdel(k.listing_ids(scope), *refs),
     ]
     return PipelineCall(commands if refs else [], lambda replies: None)
+
+
+def read_page(
+    k: Keys, scope: str, owner: str, after: Position | None, size: int, payloads: Payloads = PLAIN
+) -> Plan[tuple[list[Listed], Position | None]]:
+    """Up to ``size`` live tasks of ``scope`` after ``after``, and the position to go on from
+    (``None`` at the end). Entries whose task is gone are dropped on the way."""
+    found_page: list[Listed] = []
+    while len(found_page) < size:
+        candidates = yield window(k, scope, after, size)
+        if not candidates:
+            return found_page, None
+        refs = [ref for ref, _ in candidates]
+        found, gone = yield read(k, scope, refs, payloads)
+        if gone:
+            yield forget(k, scope, gone)
+        for item in found:
+            if item.record.owner == owner and len(found_page) < size:
+                found_page.append(item)
+        last = found_page[-1].record if len(found_page) == size else None
+        if last is not None:
+            return found_page, Position(last.created_ms, last.ref)
+        ref, created = candidates[-1]
+        after = Position(created, ref)
+    return found_page, None
+
+
+class TaskListing:
+    """The ``tasks/list`` scopes: a task listed when created, one task looked up, a page."""
+
+    def __init__(self, io: AsyncDriver, keys: Keys, payloads: Payloads = PLAIN) -> None:
+        self._io, self._keys, self._payloads = io, keys, payloads
+        self._scripts = ScriptPlans(RedisClock())  # (its one script does not read the clock)
+
+    async def add(
+        self, scope: str, ref: str, task_id: str, created_ms: int, ttl_ms: int | None
+    ) -> None:
+        call = add(self._keys, scope, ref, task_id, created_ms, ttl_ms)
+        await self._io.drive(self._scripts.run(call))
+
+    async def listed(self, scope: str, ref: str, owner: str) -> Listed | None:
+        """One task of a listing scope with its id, or ``None`` when it is gone or not there."""
+        found, _ = await self._io.pipeline(read(self._keys, scope, [ref], self._payloads))
+        return found[0] if found and found[0].record.owner == owner else None
+
+    async def page(
+        self, scope: str, owner: str, after: Position | None, size: int
+    ) -> tuple[list[Listed], Position | None]:
+        """See :func:`read_page`."""
+        plan = read_page(self._keys, scope, owner, after, size, self._payloads)
+        return await self._io.drive(plan)

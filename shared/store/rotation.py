@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import redis
 
 from shared.sealing import Unsealable
-from shared.store.calls import ScriptCall
+from shared.store.call_types import ScriptCall
 from shared.store.keys import Keys
 from shared.store.payloads import SESSION_FIELDS, TASK_FIELDS, Payloads
 

@@ -5,18 +5,22 @@ capabilities) plus who it is (principal) and its ``tasks/list`` scope. It lives 
 web replica serves any session, under the hash of its id (the id is a bearer, like a taskId),
 with a sliding TTL renewed by every request. Two small maps hang off it, expiring with it: the
 server→client requests in flight on its streams (where each answer goes) and its synchronous
-calls in flight (what ``notifications/cancelled`` cancels).
+calls in flight (what ``notifications/cancelled`` cancels). :class:`SessionStore` is the web
+tier's face on them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared import jsonutil
-from shared.store.calls import PipelineCall, Queue
+from shared.store.call_types import PipelineCall, Queue
 from shared.store.keys import Keys
 from shared.store.payloads import PLAIN, Payloads
+
+if TYPE_CHECKING:
+    from shared.store.async_driver import AsyncDriver
 
 
 @dataclass(frozen=True)
@@ -128,3 +132,37 @@ def drop_call(k: Keys, sref: str, request_id: str) -> PipelineCall[None]:
 def find_call(k: Keys, sref: str, request_id: str) -> PipelineCall[str | None]:
     key = k.session_calls(sref)
     return PipelineCall([lambda p: p.hget(key, request_id)], lambda replies: replies[0] or None)
+
+
+class SessionStore:
+    """2025-era sessions and the two maps hanging off each (its server→client requests in
+    flight, its synchronous calls in flight): one pipeline per call."""
+
+    def __init__(self, io: AsyncDriver, keys: Keys, payloads: Payloads = PLAIN) -> None:
+        self._io, self._keys, self._payloads = io, keys, payloads
+
+    async def open(self, session: Session, ttl_ms: int) -> None:
+        await self._io.pipeline(open_session(self._keys, session, ttl_ms, self._payloads))
+
+    async def touch(self, sref: str, ttl_ms: int) -> Session | None:
+        """The session, its TTL slid forward, or ``None`` when unknown or expired."""
+        return await self._io.pipeline(touch_session(self._keys, sref, ttl_ms, self._payloads))
+
+    async def end(self, sref: str) -> bool:
+        """Whether there was such a session (it is gone now, and its maps with it)."""
+        return await self._io.pipeline(end_session(self._keys, sref))
+
+    async def put_outgoing(self, sref: str, out_id: str, target: Outgoing, ttl_ms: int) -> None:
+        await self._io.pipeline(put_outgoing(self._keys, sref, out_id, target, ttl_ms))
+
+    async def take_outgoing(self, sref: str, out_id: str) -> Outgoing | None:
+        return await self._io.pipeline(take_outgoing(self._keys, sref, out_id))
+
+    async def put_call(self, sref: str, request_id: str, ref: str, ttl_ms: int) -> None:
+        await self._io.pipeline(put_call(self._keys, sref, request_id, ref, ttl_ms))
+
+    async def drop_call(self, sref: str, request_id: str) -> None:
+        await self._io.pipeline(drop_call(self._keys, sref, request_id))
+
+    async def find_call(self, sref: str, request_id: str) -> str | None:
+        return await self._io.pipeline(find_call(self._keys, sref, request_id))

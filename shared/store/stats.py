@@ -4,8 +4,9 @@ The counters and gauges are kept by the Lua scripts themselves in the ``stats`` 
 ``keys``), so they are the same whichever web replica is scraped. A sharded store has one such
 hash (and one ``active`` index) per shard: a snapshot reads them all in its one pipeline (a
 cluster client splits it by node) and adds them up. Reads that are not scripts
-are :class:`~shared.store.calls.PipelineCall` values, executed by both stores (one pipeline,
-no transaction).
+are :class:`~shared.store.call_types.PipelineCall` values, executed by both stores (one pipeline,
+no transaction). :class:`DeploymentStats` is the web tier's face on them (``/readyz``,
+``/metrics``); the synchronous store reads them for ``mcpq status``.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from shared.store.calls import PipelineCall, Queue
+from shared.store.call_types import PipelineCall, Queue
 from shared.store.keys import Keys, Shard
+
+if TYPE_CHECKING:
+    from shared.store.async_driver import AsyncDriver
 
 #: Counters by tool in the stats hash (``<kind>:<tool>``). ``poisoned``: failed because its runs
 #: kept losing their worker (``MCPQ_MAX_RUNS``), counted under ``failed`` too.
@@ -138,3 +142,19 @@ def beat_worker(k: Keys, node: str) -> PipelineCall[None]:
         lambda p: p.zremrangebyscore(k.workers, "-inf", now_ms - _WORKER_MEMORY_MS),
     ]
     return PipelineCall(commands, lambda replies: None)
+
+
+class DeploymentStats:
+    """The deployment's numbers as the web tier reads them, each in one round trip."""
+
+    def __init__(self, io: AsyncDriver, keys: Keys) -> None:
+        self._io, self._keys = io, keys
+
+    async def live_workers(self, window_s: float) -> int:
+        """Worker nodes with a heartbeat within the window; raises ``StoreUnavailable`` when
+        Redis does not answer (``/readyz``)."""
+        return await self._io.pipeline(live_workers(self._keys, window_s))
+
+    async def snapshot(self, queues: list[str]) -> StatsSnapshot:
+        """The counters, gauges, heartbeats and ``queues``' depths (``/metrics``)."""
+        return await self._io.pipeline(snapshot(self._keys, queues))

@@ -1,46 +1,52 @@
 """The task store, synchronous flavour: what workers, the sweeper and ``mcpq status`` use.
 
-Every state change is one Lua script (``lua/``); this class only runs the calls that
-``shared.store.calls`` builds (keys, arguments, reply parsing) and maps Redis failures to
-:class:`~shared.errors.StoreUnavailable` (``errors``). Its Redis clients and key schema stay
-inside: callers get typed replies and records, never a connection.
+Every state change is one Lua script (``lua/``); this class only says which call
+(``run_calls``, ``create_calls``...: keys, arguments, reply parsing) or plan (``task_plans``: the
+steps of a create, shared with the asyncio store) each method is, and runs it on its driver
+(``sync_driver``), which maps Redis failures to :class:`~shared.errors.StoreUnavailable`
+(``errors``). Its Redis clients and key schema stay inside: callers get typed replies and
+records, never a connection.
 """
 
 from __future__ import annotations
 
-import time
+import functools
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis
-import redis.cluster
-import redis.exceptions
-from redis.commands.core import Script
 
-from shared.jobs import Message
-from shared.store import calls, rotation, scripts, stats
-from shared.store.calls import (
-    Admission,
-    Claim,
-    Due,
-    InputPoll,
-    NewTask,
-    PipelineCall,
-    Renewal,
-    ScriptCall,
-)
-from shared.store.clock import RedisClock
+from shared.store import rotation, run_calls, stats
+from shared.store.call_types import PipelineCall, ScriptCall
 from shared.store.errors import store_errors
 from shared.store.keys import Keys
 from shared.store.payloads import PLAIN, Payloads
+from shared.store.plans import Eval, Plan, args_at
 from shared.store.records import TaskRecord
+from shared.store.run_calls import Claim, Due, InputPoll, Renewal
 from shared.store.states import Reply, TaskStatus
 from shared.store.stats import StatsSnapshot
+from shared.store.sync_driver import SyncDriver
 from shared.store.tally import StatsTally
+from shared.store.task_plans import TaskPlans
 
+P = ParamSpec("P")
 T = TypeVar("T")
+
+
+def blocking(
+    plan: Callable[Concatenate[TaskPlans, P], Plan[T]],
+) -> Callable[Concatenate[TaskStore, P], T]:
+    """A method of :class:`TaskStore` that runs ``plan`` on its driver: same parameters, same
+    documentation, its result returned."""
+
+    @functools.wraps(plan)
+    def method(store: TaskStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return store._io.drive(plan(store.plans, *args, **kwargs))
+
+    return method
 
 
 class TaskStore:
@@ -56,6 +62,7 @@ class TaskStore:
         tally: StatsTally | None = None,
     ) -> None:
         self._redis = client
+        self._io = SyncDriver(client)
         #: Where creates and finishes are counted (``shared.store.tally``); ``None``: in the
         #: scripts themselves.
         self._tally = tally
@@ -65,10 +72,8 @@ class TaskStore:
         self.max_runs = max_runs
         #: Seals and opens payloads (``MCPQ_DATA_KEYS``; ``open_store`` passes them).
         self._payloads = payloads
-        self._scripts = {
-            name: client.register_script(scripts.source(name)) for name in scripts.NAMES
-        }
-        self._clock = RedisClock()
+        #: The steps this store shares with the asyncio one (and its clock: ``now_ms``).
+        self.plans = TaskPlans(self._keys, payloads, tally=tally)
 
     def close(self) -> None:
         """Write the counts still tallied, and close the client (a store that owns it)."""
@@ -76,114 +81,55 @@ class TaskStore:
             self._tally.close()
         self._redis.close()
 
-    # -- the two ways in: a script, or a plain pipeline ----------------------------------------
-    def now_ms(self) -> int:
-        """Redis's time (``shared.store.clock``): a ``TIME`` round trip once in a while."""
-        now = self._clock.now_ms()
-        if now is None:
-            readings = []
-            with store_errors():
-                for _ in range(self._clock.readings()):
-                    sent = time.monotonic()
-                    reply = self._redis.time()
-                    readings.append((sent, time.monotonic(), reply))
-            now = self._clock.anchor_best(readings)
-        return now
-
-    def _args(self, call: ScriptCall[Any], now: int | None = None) -> list[Any]:
-        """The script's ARGV, with ``now`` last when it uses the clock (``lua/_clock.lua``)."""
-        if not scripts.uses_clock(call.script):
-            return list(call.args)
-        return [*call.args, self.now_ms() if now is None else now]
+    # -- the ways in: a script, a plain pipeline --------------------------------------------------
+    now_ms = blocking(TaskPlans.now_ms)
 
     def run(self, call: ScriptCall[T]) -> T:
-        args = self._args(call)
-        script = self._scripts[call.script]
-        with store_errors():
-            if isinstance(self._redis, redis.cluster.RedisCluster):
-                reply = script(keys=call.keys, args=args)  # routed by its keys' slot
-            else:
-                reply = self._evalsha(script, call.keys, args)
-        return call.parse(reply)
-
-    def _evalsha(self, script: Script, keys: Sequence[str], args: list[Any]) -> Any:
-        """``script`` on one pooled connection: ``script(keys=, args=)`` minus redis-py's
-        command-generic client layers (``AsyncTaskStore._evalsha`` says what is kept and why:
-        here the claim and the finish of every run; after an idle moment a script call through
-        ``Script.__call__`` measured 240-344 µs on a 2-core VM, this path 145-214 µs)."""
-        pool = self._redis.connection_pool
-        conn = pool.get_connection()
-        try:
-
-            def send() -> Any:
-                conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
-                return conn.read_response()
-
-            def dropped(error: Exception) -> None:
-                conn.disconnect()  # type: ignore[no-untyped-call]
-
-            try:
-                return conn.retry.call_with_retry(send, dropped)
-            except redis.exceptions.NoScriptError:
-                # An empty script cache (a restarted Redis, a promoted replica): the script
-                # did not run. Load it, then run it once more.
-                script.sha = conn.retry.call_with_retry(lambda: _load(conn, script.script), dropped)
-                return conn.retry.call_with_retry(send, dropped)
-        finally:
-            pool.release(conn)
+        return self._io.drive(self.plans.run(call))
 
     def run_many(self, many: Sequence[ScriptCall[T]]) -> list[T]:
         """Several script calls in one round trip (a pipeline, not a transaction: each script
         is atomic on its own)."""
         if not many:
             return []
-        if isinstance(self._redis, redis.cluster.RedisCluster):
+        if self._io.cluster:
             # redis-py's cluster pipeline refuses scripts: one call after another, each routed
             # to its slot's node (redirections followed). Each script is atomic on its own
             # either way; only the round trips differ.
             return [self.run(call) for call in many]
         now = self.now_ms()  # one reading for the batch: they go in one round trip
-        with store_errors():
-            pipe = self._redis.pipeline(transaction=False)
-            for call in many:
-                args = self._args(call, now)
-                self._scripts[call.script](keys=call.keys, args=args, client=pipe)
-            replies = pipe.execute()
+        replies = self._io.eval_many([Eval(c.script, c.keys, args_at(c, now)) for c in many])
         return [call.parse(reply) for call, reply in zip(many, replies, strict=True)]
 
     def pipeline(self, call: PipelineCall[T]) -> T:
-        with store_errors():
-            pipe = self._redis.pipeline(transaction=False)
-            for queue in call.commands:
-                queue(pipe)
-            replies = pipe.execute()
-        return call.parse(replies)
+        return self._io.pipeline(call)
 
     # -- a worker's run --------------------------------------------------------------------------
     def claim(self, ref: str, lease_ms: int) -> Claim:
-        call = calls.claim(self._keys, ref, lease_ms, self._payloads, max_lost=self.max_runs)
+        call = run_calls.claim(self._keys, ref, lease_ms, self._payloads, max_lost=self.max_runs)
         return self.run(call)
 
     def renew(self, ref: str, gen: int, lease_ms: int) -> Renewal:
-        return self.run(calls.renew(self._keys, ref, gen, lease_ms))
+        return self.run(run_calls.renew(self._keys, ref, gen, lease_ms))
 
     def renew_many(self, runs: Sequence[tuple[str, int]], lease_ms: int) -> list[Renewal]:
         """Renew the leases of many runs (``(ref, gen)``) in one round trip."""
-        return self.run_many([calls.renew(self._keys, ref, gen, lease_ms) for ref, gen in runs])
+        renewals = [run_calls.renew(self._keys, ref, gen, lease_ms) for ref, gen in runs]
+        return self.run_many(renewals)
 
     def report(
         self, ref: str, gen: int, message: str, count: int = 1, at_ms: int | None = None
     ) -> Reply:
         """``count``: how many reports this one stands for (the latest of several); ``at_ms``:
         when the tool made it (Redis's clock; default now)."""
-        call = calls.report(self._keys, ref, gen, message, self._payloads, count, at_ms)
+        call = run_calls.report(self._keys, ref, gen, message, self._payloads, count, at_ms)
         return self.run(call)
 
     def request_input(self, ref: str, gen: int, requests: dict[str, Any]) -> InputPoll:
-        return self.run(calls.request_input(self._keys, ref, gen, requests, self._payloads))
+        return self.run(run_calls.request_input(self._keys, ref, gen, requests, self._payloads))
 
     def park(self, ref: str, gen: int) -> Reply:
-        return self.run(calls.park(self._keys, ref, gen))
+        return self.run(run_calls.park(self._keys, ref, gen))
 
     def finish(
         self,
@@ -196,7 +142,7 @@ class TaskStore:
         poisoned: bool = False,
     ) -> Reply:
         tally = None if poisoned else self._tally  # (the sweeper's poisoned finish: rare)
-        call = calls.finish(
+        call = run_calls.finish(
             self._keys,
             ref,
             gen,
@@ -213,10 +159,10 @@ class TaskStore:
         return reply
 
     def release(self, ref: str, gen: int) -> Reply:
-        return self.run(calls.release(self._keys, ref, gen))
+        return self.run(run_calls.release(self._keys, ref, gen))
 
     def save_step(self, ref: str, gen: int, name: str, value: Any) -> tuple[Reply, Any]:
-        return self.run(calls.save_step(self._keys, ref, gen, name, value, self._payloads))
+        return self.run(run_calls.save_step(self._keys, ref, gen, name, value, self._payloads))
 
     def step_value(self, ref: str, name: str) -> tuple[bool, Any]:
         """A memoized step's value, if stored (a plain read: the step's writer is fenced)."""
@@ -242,40 +188,7 @@ class TaskStore:
         return TaskRecord.from_hash(ref, stored, self._payloads)  # type: ignore[arg-type]
 
     # -- the web tier's create, for tests and tools (the web runs it on the asyncio store) -------
-    def create(
-        self,
-        task: NewTask,
-        unclaimed_ms: int,
-        admit: Admission | None = None,
-        message: Message | None = None,
-        start_within_ms: int = 0,
-    ) -> int | None:
-        """See ``AsyncTaskStore.create``."""
-        if admit is not None and self._keys.shards > 1:
-            self._admit(task.ref, admit)
-            admit = None
-        tally = self._tally
-        call = calls.create(
-            self._keys,
-            task,
-            unclaimed_ms,
-            admit,
-            message,
-            start_within_ms,
-            self._payloads,
-            count=tally is None,
-        )
-        created = self.run(call)
-        if tally is not None and created is not None:
-            tally.add(self._keys.at(task.ref).stats, f"created:{task.tool}")
-        return created
-
-    def _admit(self, ref: str, admit: Admission) -> None:
-        full = self.run(calls.admit(self._keys, ref, admit))
-        if full is not None:
-            found = self.pipeline(calls.statuses(self._keys, list(full.members)))
-            ended = calls.ended_members(full, found)
-            self.run(calls.admit(self._keys, ref, admit, ended, may_ask=False))
+    create = blocking(TaskPlans.create)
 
     # -- recovery: the sweeper ------------------------------------------------------------------
     def sweep(self, unclaimed_ms: int, batch: int = 100) -> list[Due]:
@@ -285,13 +198,12 @@ class TaskStore:
         holds) stays as short as with one shard."""
         shards = self._keys.all_shards
         if len(shards) == 1:
-            return self.run(calls.sweep(shards[0], unclaimed_ms, batch, self.max_runs))
+            return self.run(run_calls.sweep(shards[0], unclaimed_ms, batch, self.max_runs))
         each = max(1, -(-batch // len(shards)))
-        found = self.run_many([calls.sweep(s, unclaimed_ms, each, self.max_runs) for s in shards])
-        return [due for part in found for due in part]
+        sweeps = [run_calls.sweep(s, unclaimed_ms, each, self.max_runs) for s in shards]
+        return [due for part in self.run_many(sweeps) for due in part]
 
-    def mark_enqueued(self, ref: str, start_within_ms: int) -> bool:
-        return self.run(calls.mark_enqueued(self._keys, ref, start_within_ms))
+    mark_enqueued = blocking(TaskPlans.mark_enqueued)
 
     @contextmanager
     def lock(self, name: str, ttl_ms: int) -> Iterator[bool]:
@@ -306,7 +218,7 @@ class TaskStore:
             yield held
         finally:
             if held:
-                self.run(calls.unlock(self._keys, name, token))
+                self.run(run_calls.unlock(self._keys, name, token))
 
     def beat_worker(self, node: str) -> None:
         """Record that worker node ``node`` is alive (``/readyz`` and ``mcpq status`` read it)."""
@@ -332,8 +244,3 @@ class TaskStore:
                     report.resealed += written
                     report.changed += len(call.args) // 3 - written
         return report
-
-
-def _load(conn: redis.Connection, source: Any) -> str:
-    conn.send_command("SCRIPT", "LOAD", source)  # type: ignore[no-untyped-call]
-    return str(conn.read_response())

@@ -7,7 +7,7 @@ import asyncio
 
 import redis.asyncio as aioredis
 
-from shared.store import AsyncTaskStore, Keys
+from shared.store import AsyncTaskStore, Keys, web_store
 from tests.support.redis_server import RedisProcess
 from tests.support.white_box import WhiteBoxStore
 
@@ -72,8 +72,9 @@ def test_the_web_tier_counts_live_workers(redis_process: RedisProcess, keys: Key
     async def count() -> tuple[int, int]:
         client = aioredis.Redis.from_url(redis_process.url, decode_responses=True)
         try:
-            web = AsyncTaskStore(client, keys)
-            return await web.live_workers(60), (await web.stats([])).workers_alive(60)
+            web = web_store(AsyncTaskStore(client, keys))
+            live = await web.stats.live_workers(60)
+            return live, (await web.stats.snapshot([])).workers_alive(60)
         finally:
             await client.aclose()
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import redis
 
-from shared.store import Answered, Cancelled, Keys, TaskStore, calls, reads
+from shared.store import Answered, Cancelled, Keys, TaskStore, calls
 from shared.store.wakeups import Watch
 
 
@@ -31,11 +31,11 @@ class WhiteBoxStore(TaskStore):
     def mark_watched(self, *refs: str) -> int:
         """What a watcher does once subscribed (``AsyncTaskStore.watch``): the tasks' changes
         are published from now on. How many were marked."""
-        return sum(self.run(call) for call in reads.mark_watched(self.keys, refs))
+        return sum(self.run(call) for call in calls.mark_watched(self.keys, refs))
 
     def read(self, ref: str, owner: str, *, watching: bool = False, call: bool = False) -> Any:
         """``tasks/get``'s script, as the web runs it (``AsyncTaskStore.get``)."""
-        return self.run(reads.read(self.keys, ref, owner, watching=watching, call=call))
+        return self.run(calls.read(self.keys, ref, owner, watching=watching, call=call))
 
 
 class _AlwaysConfirmed:

@@ -12,7 +12,7 @@ import falcon.testing
 import pytest
 
 from frontend.app import create_app
-from shared.store import AsyncTaskStore, Keys
+from shared.store import AsyncTaskStore, Keys, WebStore, web_store
 from tests.unit.fakes import SETTINGS, FakeProducer, FakeWorker, ListHeaders, Mcp, registry
 
 
@@ -20,18 +20,18 @@ from tests.unit.fakes import SETTINGS, FakeProducer, FakeWorker, ListHeaders, Mc
 def make_mcp() -> Callable[..., Mcp]:
     """Build an app (fresh fakeredis server) with ``Settings`` overrides."""
 
-    def build(store: AsyncTaskStore | None = None, **overrides: Any) -> Mcp:
+    def build(store: WebStore | None = None, **overrides: Any) -> Mcp:
         settings = replace(SETTINGS, **overrides)
         server = fakeredis.FakeServer()
         keys = Keys(settings.key_prefix)
         if store is None:
             fake = fakeredis.aioredis.FakeRedis(server=server, decode_responses=True)
-            store = AsyncTaskStore(fake, keys)
+            store = web_store(AsyncTaskStore(fake, keys))
         peek = fakeredis.FakeRedis(server=server, decode_responses=True)
         producer = FakeProducer(peek, keys)
         shim = ListHeaders(create_app(settings, store=store, producer=producer, tools=registry))
         client = falcon.testing.TestClient(shim)
-        worker = FakeWorker(store, keys)
+        worker = FakeWorker(store.tasks, keys)
         return Mcp(client, shim, store, peek, keys, producer, worker, settings)
 
     return build

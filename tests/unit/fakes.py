@@ -9,7 +9,7 @@ import asyncio
 import base64
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import falcon.testing
 import orjson
@@ -17,12 +17,24 @@ from falcon.util.sync import async_to_sync
 
 from shared.jobs import Run
 from shared.settings import Settings
-from shared.store import AsyncTaskStore, Claim, InputPoll, Keys, TaskRecord, TaskStatus, task_ref
+from shared.store import (
+    AsyncTaskStore,
+    Claim,
+    InputPoll,
+    Keys,
+    SessionStore,
+    TaskRecord,
+    TaskStatus,
+    WebStore,
+    run_calls,
+    task_ref,
+)
 from shared.store import Reply as StoreReply
-from shared.store import calls as store_calls
 from shared.store.apikeys import ApiKeys
+from shared.store.calls import ScriptCall
 from shared.tools import Registry, ToolContext, elicitation, sampling
 
+T = TypeVar("T")
 PV = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
@@ -184,13 +196,22 @@ class Mcp:
 
     client: falcon.testing.TestClient
     shim: ListHeaders
-    store: AsyncTaskStore
+    web: WebStore  # the app's store: one face per concern
     peek: Any  # a synchronous fakeredis client on the same server: white-box reads
     keys: Keys
     producer: FakeProducer
     worker: FakeWorker
     settings: Settings
     token: str | None = None  # sent as Authorization: Bearer (MCPQ_AUTH=apikey apps)
+
+    @property
+    def store(self) -> AsyncTaskStore:
+        """The app's task store (what ``TaskService`` holds)."""
+        return self.web.tasks
+
+    @property
+    def sessions(self) -> SessionStore:
+        return self.web.sessions
 
     def api_key(self, name: str, *scopes: str) -> str:
         """A real API key in this app's (fake) Redis, as ``mcpq keys create`` makes one."""
@@ -309,25 +330,29 @@ class FakeProducer:
 
 @dataclass
 class FakeWorker:
-    """A worker's side of the store, through the same Lua scripts (claim, ask, park, finish)."""
+    """A worker's side of the store, through the same Lua scripts (claim, ask, park, finish),
+    run on the app's task store."""
 
     store: AsyncTaskStore
     keys: Keys
 
+    async def run(self, call: ScriptCall[T]) -> T:
+        return await self.store.io.drive(self.store.plans.run(call))
+
     async def claim(self, ref: str) -> Claim:
-        return await self.store.run(store_calls.claim(self.keys, ref, 10_000))
+        return await self.run(run_calls.claim(self.keys, ref, 10_000))
 
     async def ask(self, ref: str, gen: int, requests: dict[str, Any]) -> InputPoll:
-        return await self.store.run(store_calls.request_input(self.keys, ref, gen, requests))
+        return await self.run(run_calls.request_input(self.keys, ref, gen, requests))
 
     async def park(self, ref: str, gen: int) -> StoreReply:
-        return await self.store.run(store_calls.park(self.keys, ref, gen))
+        return await self.run(run_calls.park(self.keys, ref, gen))
 
     async def finish(
         self, ref: str, gen: int, status: str, payload: dict[str, Any], message: str = ""
     ) -> StoreReply:
-        call = store_calls.finish(self.keys, ref, gen, TaskStatus(status), payload, message)
-        reply, _ = await self.store.run(call)
+        call = run_calls.finish(self.keys, ref, gen, TaskStatus(status), payload, message)
+        reply, _ = await self.run(call)
         return reply
 
     def runs(

@@ -90,7 +90,7 @@ def test_a_posted_response_that_does_not_fit_is_400_and_may_be_sent_again(mcp: M
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     session_id = mcp.raw(orjson.dumps(init), headers).headers["mcp-session-id"]
     asyncio.run(
-        mcp.store.put_outgoing(
+        mcp.sessions.put_outgoing(
             task_ref(session_id), "mcpq-1", Outgoing(task_ref(task_id), "k"), 60_000
         )
     )

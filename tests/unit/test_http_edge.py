@@ -281,7 +281,7 @@ def test_a_store_outage_is_503_with_retry_after(make_mcp: Callable[..., Mcp]) ->
 
         raise StoreUnavailable()
 
-    mcp.store.run = down  # type: ignore[method-assign]
+    mcp.store.create = down  # type: ignore[method-assign]
     reply = mcp.call("echo", {"text": "hi"})
     assert reply.status == 503
     assert reply.headers["retry-after"] == "2"

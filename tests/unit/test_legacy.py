@@ -257,7 +257,7 @@ def test_a_posted_response_answers_the_input_request_it_names(mcp: Mcp) -> None:
     # What a stream would have sent: the server's request id, remembered for the session.
     async def remember() -> None:
         session_ref = task_ref(session.id)
-        await mcp.store.put_outgoing(session_ref, "mcpq-x1", Outgoing(ref, "k"), 60_000)
+        await mcp.sessions.put_outgoing(session_ref, "mcpq-x1", Outgoing(ref, "k"), 60_000)
 
     asyncio.run(remember())
     answer = {"jsonrpc": "2.0", "id": "mcpq-x1", "result": {"action": "accept", "content": {}}}
@@ -274,7 +274,7 @@ def test_notifications_cancelled_cancels_the_named_call(mcp: Mcp) -> None:
     task_id = session.task()
 
     async def remember() -> None:
-        await mcp.store.put_call(task_ref(session.id), "9", task_ref(task_id), 60_000)
+        await mcp.sessions.put_call(task_ref(session.id), "9", task_ref(task_id), 60_000)
 
     asyncio.run(remember())
     note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}}

@@ -16,8 +16,7 @@ from falcon.util.sync import async_to_sync
 
 from frontend import methods
 from shared.results import call_tool_result
-from shared.store import Keys
-from shared.store.aio import AsyncTaskStore
+from shared.store import AsyncTaskStore, Keys, WebStore, web_store
 from shared.store.clients import async_client
 from tests.unit.fakes import SERVER_INFO, SETTINGS, TASKS, Mcp, Reply
 
@@ -137,13 +136,13 @@ def test_store_exception_is_32603_without_a_traceback(
 
 # -- the store is down ---------------------------------------------------------------------------
 @pytest.fixture
-def dead_store() -> Iterator[AsyncTaskStore]:
+def dead_store() -> Iterator[WebStore]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     settings = replace(SETTINGS, redis_url=f"redis://127.0.0.1:{port}/0", redis_timeout_s=0.2)
     client = async_client(settings)
-    yield AsyncTaskStore(client, Keys(settings.key_prefix))
+    yield web_store(AsyncTaskStore(client, Keys(settings.key_prefix)))
     async_to_sync(client.aclose)
 
 
@@ -165,7 +164,7 @@ def assert_unavailable(reply: Reply) -> None:
     ids=["tools/call task", "tools/call sync", "tasks/get", "tasks/update", "tasks/cancel"],
 )
 def test_unreachable_store_is_503(
-    make_mcp: Callable[..., Mcp], dead_store: AsyncTaskStore, request_: Callable[[Mcp], Reply]
+    make_mcp: Callable[..., Mcp], dead_store: WebStore, request_: Callable[[Mcp], Reply]
 ) -> None:
     mcp = make_mcp(store=dead_store, redis_timeout_s=0.2)
     started = time.monotonic()
@@ -175,7 +174,7 @@ def test_unreachable_store_is_503(
 
 
 def test_requests_without_the_store_still_work_while_it_is_down(
-    make_mcp: Callable[..., Mcp], dead_store: AsyncTaskStore
+    make_mcp: Callable[..., Mcp], dead_store: WebStore
 ) -> None:
     mcp = make_mcp(store=dead_store)
     assert mcp.post("server/discover").status == 200

@@ -3,6 +3,8 @@ every field ``TaskRecord.from_hash`` reads must be among them or be the call's o
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 from shared.store.records import POLL_FIELDS, TaskRecord
@@ -51,3 +53,17 @@ def test_every_field_the_record_reads_is_a_poll_field_or_the_calls_own() -> None
     assert h.asked - set(CALL_FIELDS) <= set(POLL_FIELDS), "a field from_hash reads is not read"
     assert POLL_FIELDS[0] == "owner"  # read.lua compares it first
     assert not set(CALL_FIELDS) & set(POLL_FIELDS)
+
+
+def test_the_records_and_the_wire_load_no_redis_client() -> None:
+    """``shared.wire`` (the results mcpq emits) needs the task record, not the store: importing
+    it loads no redis-py (``shared.store`` imports its stores on first use)."""
+    code = (
+        "import sys, shared.wire, shared.store.records\n"
+        "from shared.store import TaskRecord, TaskStatus, task_ref\n"
+        "print(sorted(m for m in sys.modules if m == 'redis' or m.startswith('redis.')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"

@@ -40,7 +40,7 @@ def discover_headers(**overrides: str | None) -> dict[str, str]:
 
 def test_app_reads_headers_from_any_asgi_iterable(mcp: Mcp) -> None:
     app = create_app(
-        SETTINGS, store=mcp.store, producer=FakeProducer(mcp.peek, mcp.keys), tools=registry
+        SETTINGS, store=mcp.web, producer=FakeProducer(mcp.peek, mcp.keys), tools=registry
     )
     result = falcon.testing.TestClient(app).simulate_post(
         "/mcp", body=discover_body(), headers=discover_headers()

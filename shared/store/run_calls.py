@@ -1,0 +1,212 @@
+"""A worker's run as store calls: claim, renew, report, ask for input, park, finish, release,
+save a step; and its recovery: the sweeper's sweep and the lock it holds. Every write but the
+claim is fenced by the run's generation (``_prelude.lua``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from shared.store.call_types import Arg, ScriptCall, as_dict, reply_code
+from shared.store.keys import Keys, Shard
+from shared.store.payloads import PLAIN, Payloads, UnreadablePayload
+from shared.store.records import TaskRecord
+from shared.store.states import Reply, TaskStatus
+
+
+@dataclass(frozen=True)
+class Claim:
+    """``claim``: OK with the run's generation, the task and its delivered answers; else why not
+    (GONE, TERMINAL, BUSY, PARKED). ``answers`` are as stored (sealed: a run reads them opened
+    through ``request_input``). ``unreadable``: claimed (``gen`` holds), but the task's payloads
+    do not open with this process's ``MCPQ_DATA_KEYS`` (``record`` is ``None``)."""
+
+    reply: Reply
+    gen: int = 0
+    record: TaskRecord | None = None
+    answers: dict[str, str] | None = None
+    unreadable: bool = False
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """``renew``: OK (lease extended) or TERMINAL with the task's status; GONE, SUPERSEDED or
+    PARKED (the run let go of the task) with none."""
+
+    reply: Reply
+    status: TaskStatus | None = None
+
+
+@dataclass(frozen=True)
+class InputPoll:
+    """``request_input``: the answers known so far and how many are still missing."""
+
+    reply: Reply
+    missing: int = 0
+    answers: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Due:
+    """A run the sweeper must enqueue again, or (``poisoned``) a task it must fail instead:
+    its runs lost their worker ``MCPQ_MAX_RUNS`` times. ``gen``: the generation found, which
+    fences that failure (a run that claimed the task since wins)."""
+
+    ref: str
+    tool: str
+    queue: str
+    poisoned: bool = False
+    gen: int = dataclasses.field(default=0, compare=False)
+
+
+def _parse_claim(ref: str, payloads: Payloads) -> Callable[[list[Any]], Claim]:
+    def parse(reply: list[Any]) -> Claim:
+        if reply[0] != Reply.OK:
+            return Claim(reply_code(reply))
+        gen = int(reply[1])
+        try:
+            record = TaskRecord.from_hash(ref, as_dict(reply[2]), payloads)
+        except UnreadablePayload:
+            # The claim happened (this run holds the lease until it expires): the runner
+            # leaves it to expire unrun, a lost run that MCPQ_MAX_RUNS bounds (workers/runner.py).
+            return Claim(Reply.OK, gen, unreadable=True)
+        return Claim(Reply.OK, gen, record, as_dict(reply[3]))
+
+    return parse
+
+
+def claim(
+    k: Keys, ref: str, lease_ms: int, payloads: Payloads = PLAIN, *, max_lost: int = 0
+) -> ScriptCall[Claim]:
+    """``max_lost``: a task whose runs lost their worker that often is not run again
+    (POISONED; the sweeper fails it); 0: no limit."""
+    shard = k.at(ref)
+    keys = [k.task(ref), k.answers(ref), shard.leases, shard.unclaimed]
+    args: list[Arg] = [ref, lease_ms, max_lost]
+    return ScriptCall("claim", keys, args, _parse_claim(ref, payloads))
+
+
+def _parse_renewal(reply: list[Any]) -> Renewal:
+    return Renewal(reply_code(reply), TaskStatus(reply[1]) if len(reply) > 1 else None)
+
+
+def renew(k: Keys, ref: str, gen: int, lease_ms: int) -> ScriptCall[Renewal]:
+    keys = [k.task(ref), k.at(ref).unclaimed]  # the due index: leases and start-by deadlines
+    return ScriptCall("renew", keys, [ref, gen, lease_ms], _parse_renewal)
+
+
+def report(
+    k: Keys,
+    ref: str,
+    gen: int,
+    message: str,
+    payloads: Payloads = PLAIN,
+    count: int = 1,
+    at_ms: int | None = None,
+) -> ScriptCall[Reply]:
+    sealed = payloads.field(ref, "msg", message)
+    at = "" if at_ms is None else at_ms
+    return ScriptCall("report", [k.task(ref)], [gen, sealed, count, at], reply_code)
+
+
+def _parse_poll(k: Keys, ref: str, payloads: Payloads) -> Callable[[list[Any]], InputPoll]:
+    def parse(reply: list[Any]) -> InputPoll:
+        if reply[0] != Reply.OK:
+            return InputPoll(reply_code(reply))
+        answers = payloads.load_entries(k.answers(ref), as_dict(reply[2:]))
+        return InputPoll(Reply.OK, int(reply[1]), answers)
+
+    return parse
+
+
+def request_input(
+    k: Keys, ref: str, gen: int, requests: dict[str, Any], payloads: Payloads = PLAIN
+) -> ScriptCall[InputPoll]:
+    # Every key the run asks for goes in, answered or not: the script answers the ones it has
+    # (a replay is never asked twice) and adds only the missing ones. Each request is sealed
+    # for the inputs hash, under its key; the script only stores it (HSETNX), never reads it.
+    flat = payloads.dump_entries(k.inputs(ref), requests)
+    keys = [k.task(ref), k.inputs(ref), k.answers(ref), k.at(ref).stats]
+    return ScriptCall("request_input", keys, [gen, *flat], _parse_poll(k, ref, payloads))
+
+
+def park(k: Keys, ref: str, gen: int) -> ScriptCall[Reply]:
+    keys = [k.task(ref), k.inputs(ref), k.at(ref).unclaimed, k.at(ref).stats]
+    return ScriptCall("park", keys, [ref, gen], reply_code)
+
+
+def finish(
+    k: Keys,
+    ref: str,
+    gen: int,
+    status: TaskStatus,
+    payload: dict[str, Any],
+    message: str,
+    payloads: Payloads = PLAIN,
+    *,
+    poisoned: bool = False,
+    count: bool = True,
+) -> ScriptCall[tuple[Reply, str]]:
+    """The reply, and the task's tool when the caller counts the outcome (``count`` False:
+    ``shared.store.tally``; else ``''``, the script counts it). ``poisoned``: the sweeper fails
+    a task whose runs kept losing their worker (also counted as ``poisoned:<tool>``)."""
+    status = TaskStatus(status)
+    if status not in {TaskStatus.COMPLETED, TaskStatus.FAILED}:
+        raise ValueError(f"a run finishes completed or failed, not {status}")
+    field = "result" if status is TaskStatus.COMPLETED else "error"
+    shard = k.at(ref)
+    keys = [k.task(ref), k.inputs(ref), k.wake(ref), shard.unclaimed]
+    # The stats hash is always a script's last key: _prelude.lua's stat() writes KEYS[#KEYS].
+    keys += [shard.active, shard.stats]
+    sealed = payloads.field(ref, field, payload)
+    args: list[Arg] = [ref, gen, status.value, field, sealed, payloads.field(ref, "msg", message)]
+    args += ["poisoned" if poisoned else "", "1" if count else ""]
+
+    def parse(reply: Any) -> tuple[Reply, str]:
+        if isinstance(reply, list):  # {'OK', tool}: the caller counts
+            return Reply(str(reply[0])), str(reply[1])
+        return reply_code(reply), ""
+
+    return ScriptCall("finish", keys, args, parse)
+
+
+def release(k: Keys, ref: str, gen: int) -> ScriptCall[Reply]:
+    shard = k.at(ref)
+    return ScriptCall(
+        "release", [k.task(ref), shard.leases, shard.unclaimed], [ref, gen], reply_code
+    )
+
+
+def save_step(
+    k: Keys, ref: str, gen: int, name: str, value: Any, payloads: Payloads = PLAIN
+) -> ScriptCall[tuple[Reply, Any]]:
+    key = k.steps(ref)
+
+    def parse(r: list[str]) -> tuple[Reply, Any]:
+        reply = reply_code(r)
+        # The value stored first (HSETNX): maybe another run's, sealed under its own nonce.
+        return (reply, payloads.load(r[1], key, name) if reply is Reply.OK else None)
+
+    args: list[Arg] = [gen, name, payloads.dump(value, key, name)]
+    return ScriptCall("save_step", [k.task(ref), k.steps(ref)], args, parse)
+
+
+def sweep(shard: Shard, unclaimed_ms: int, batch: int, max_lost: int = 0) -> ScriptCall[list[Due]]:
+    """One shard's sweep (its indexes and, undeclared, its task hashes: all on its slot).
+    ``max_lost``: lost runs after which a task is returned poisoned (0: never)."""
+
+    def parse(r: list[str]) -> list[Due]:
+        return [
+            Due(r[i], r[i + 1], r[i + 2], r[i + 4] == "1", int(r[i + 3] or 0))
+            for i in range(0, len(r), 5)
+        ]
+
+    keys = [shard.leases, shard.unclaimed, shard.active, shard.expiry]
+    args: list[Arg] = [shard.task_prefix, unclaimed_ms, batch, max_lost]
+    return ScriptCall("sweep", keys, args, parse)
+
+
+def unlock(k: Keys, name: str, token: str) -> ScriptCall[bool]:
+    return ScriptCall("unlock", [k.lock(name)], [token], lambda r: int(r) == 1)
