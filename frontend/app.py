@@ -16,15 +16,15 @@ from urllib.parse import urlsplit
 
 import falcon.asgi
 
+from frontend.asgi_adapter import AsgiAdapter, McpResource
 from frontend.auth import METADATA_PATH, build_authenticator, metadata_url
 from frontend.auth.metadata import MetadataResource
-from frontend.edge import AsgiAdapter, McpResource
 from frontend.endpoint import McpEndpoint
 from frontend.health import HealthResource, ReadyResource
-from frontend.metrics import MetricsResource
 from frontend.producer import CeleryProducer, Producer
 from frontend.services import Services
 from frontend.task_service import TaskService
+from frontend.web_metrics import MetricsResource
 from shared.celery_config import broker_is_store
 from shared.request_state import RequestStateSigner, new_secret, parse_secrets
 from shared.settings import Settings

@@ -15,15 +15,16 @@ import os
 import time
 from typing import Any
 
-from frontend import envelope, methods, metrics, replies, transport
+from frontend import http_checks, jsonrpc, methods, replies, web_metrics
 from frontend.auth import AuthFailed
-from frontend.envelope import Notification, RequestError, RpcRequest
-from frontend.http_types import HttpReply, HttpRequest
+from frontend.http_messages import HttpReply, HttpRequest
+from frontend.jsonrpc import Notification, RequestError, RpcRequest
 from frontend.legacy.session import LegacyEndpoint, is_legacy
-from frontend.limits import FloodShield
+from frontend.rate_limits import FloodShield
 from frontend.services import REQUEST_ID, Services
 from frontend.streams import StreamReply
 from shared import jsonutil
+from shared.bounds import LimitExceeded, check_bytes
 from shared.errors import (
     METHOD_NOT_FOUND,
     McpError,
@@ -31,7 +32,6 @@ from shared.errors import (
     invalid_params,
     new_error_id,
 )
-from shared.limits import LimitExceeded, check_bytes
 from shared.logs import task_hash
 from shared.store import task_ref
 from shared.wire import Result
@@ -55,7 +55,7 @@ class McpEndpoint:
         self.server_info = services.server_info
         self.legacy = LegacyEndpoint(services)
         self.shield = FloodShield()
-        self.addressing = transport.Addressing.from_settings(services.settings)
+        self.addressing = http_checks.Addressing.from_settings(services.settings)
 
     def _reply(
         self,
@@ -91,20 +91,20 @@ class McpEndpoint:
         latency_s = time.perf_counter() - started
         # Metric labels only take known methods: a client must not grow our label set.
         method = rpc.method if rpc is not None and rpc.method in KNOWN_METHODS else "other"
-        metrics.observe_request(method, reply.status, latency_s)
+        web_metrics.observe_request(method, reply.status, latency_s)
         if log.isEnabledFor(logging.INFO):  # the fields cost a hash per request: only if logged
             log.info("mcp request", extra=_log_fields(rid, reply, rpc, code, method, latency_s))
         return reply
 
     async def _handle(self, req: HttpRequest) -> tuple[HttpReply, RpcRequest | None, int | None]:
         s = self.services.settings
-        early = transport.check(req, self.addressing, s.max_body_bytes)
+        early = http_checks.check(req, self.addressing, s.max_body_bytes)
         if isinstance(early, McpError):
             return self._reply(NO_ID, error=early), None, early.code
         if early is not None:
             return early, None, None
         if (flooding := self.shield.check(req)) is not None:
-            metrics.LIMIT_REJECTIONS.labels("rate").inc()
+            web_metrics.LIMIT_REJECTIONS.labels("rate").inc()
             return self._reply(NO_ID, error=flooding), None, flooding.code
         # Authentication before the body is parsed: nothing of an unauthenticated request is
         # looked at beyond its size and origin (every method, GET and DELETE included).
@@ -120,13 +120,13 @@ class McpEndpoint:
         if req.method == "GET":
             return await self.legacy.listen(req), None, None
         try:
-            message = envelope.parse(req.body, s.max_json_depth)
+            message = jsonrpc.parse(req.body, s.max_json_depth)
         except RequestError as exc:
             return self._reply(exc.id, error=exc.error), None, exc.error.code
         if is_legacy(req, message):
             return await self.legacy.handle(req, message)
         try:
-            rpc = envelope.validate(req, message, s.require_task_name)
+            rpc = jsonrpc.validate(req, message, s.require_task_name)
         except Notification:
             return HttpReply(202, b"", None), None, None
         except RequestError as exc:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from frontend.envelope import RpcRequest
+from frontend.jsonrpc import RpcRequest
+from shared.bounds import LimitExceeded, check_bytes
 from shared.errors import invalid_params
-from shared.limits import LimitExceeded, check_bytes
 from shared.protocol import LEGACY_TASKS_VERSION
 
 _ACTIONS = {"accept", "decline", "cancel"}

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 
 from frontend.auth import Authenticator
-from frontend.http_types import ClientGone
+from frontend.http_messages import ClientGone
 from frontend.task_service import TaskService
 from shared.request_state import RequestStateSigner
 from shared.settings import Settings

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from frontend import replies
-from frontend.envelope import RpcRequest
-from frontend.http_types import ClientGone
+from frontend.http_messages import ClientGone
+from frontend.jsonrpc import RpcRequest
 from frontend.replies import Message
 from frontend.services import Services
 from shared.errors import INTERNAL_ERROR, McpError
@@ -41,7 +41,7 @@ CLIENT_CANCELLED = "Cancelled by the client (notifications/cancelled)"
 
 @dataclass
 class StreamReply:
-    """A handler's answer given as an SSE stream (see :class:`frontend.http_types.HttpReply`)."""
+    """A handler's answer given as an SSE stream (see :class:`frontend.http_messages.HttpReply`)."""
 
     events: Events
 

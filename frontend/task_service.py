@@ -19,9 +19,9 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from frontend import limits, metrics
-from frontend.limits import RateRefusals
+from frontend import rate_limits, web_metrics
 from frontend.producer import Producer
+from frontend.rate_limits import RateRefusals
 from shared import answers
 from shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params
 from shared.jobs import Run
@@ -151,10 +151,10 @@ class TaskService:
         except Refused as exc:
             if exc.limit == "replayed":
                 raise invalid_params("Invalid params: requestState was already used") from None
-            metrics.LIMIT_REJECTIONS.labels(exc.limit).inc()
+            web_metrics.LIMIT_REJECTIONS.labels(exc.limit).inc()
             if exc.limit == "rate":
                 self.rate_refusals.remember(owner, exc.retry_ms)
-            raise limits.over_limit(exc.limit, exc.retry_ms) from None
+            raise rate_limits.over_limit(exc.limit, exc.retry_ms) from None
         if created_ms is None:  # a 256-bit collision: never in practice, never silently
             raise McpError(INTERNAL_ERROR, "Could not create the task")
         if listed_in is not None:

@@ -201,12 +201,12 @@ def exec_environment(
 
 
 def keys_command(args: argparse.Namespace, settings: Settings) -> int:
-    """`mcpq keys`: API keys (``ops.keys``) or data keys (``ops.data_keys``)."""
+    """`mcpq keys`: API keys (``ops.key_commands``) or data keys (``ops.data_keys``)."""
     if args.keys_command in {"new-data-key", "rotate-data"}:
         from ops.data_keys import run_data_keys
 
         return run_data_keys(args, settings)
-    from ops.keys import run_keys
+    from ops.key_commands import run_keys
 
     return run_keys(args, settings)
 

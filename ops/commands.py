@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 GUNICORN_CONFIG = "python:ops.gunicorn_conf"
-ASGI_APP = "frontend.asgi:app"
+ASGI_APP = "frontend.entry:app"
 CELERY_APP = "workers.entry"
 #: A Celery worker of that app: its ``worker`` command without Celery's umbrella program and
 #: its plugins (``workers.main``: about 10 MiB less per worker process).
@@ -55,7 +55,7 @@ def default_worker_hostname(queues: str, instance: str = "") -> str:
 CELERY_POOLS = {"io": "custom", "cpu": "prefork"}
 #: The io pool's class (Celery's threads pool that survives a cold shutdown), named through
 #: Celery's ``CELERY_CUSTOM_WORKER_POOL`` for ``--pool custom``.
-IO_POOL_ENV = {"CELERY_CUSTOM_WORKER_POOL": "workers.pools:IoPool"}
+IO_POOL_ENV = {"CELERY_CUSTOM_WORKER_POOL": "workers.io_pool:IoPool"}
 
 
 def worker_command(

@@ -16,7 +16,7 @@ from shared.settings import Settings
 
 _settings = Settings.from_env()
 
-wsgi_app = "frontend.asgi:app"
+wsgi_app = "frontend.entry:app"
 bind = [f"0.0.0.0:{_settings.port}"]
 workers = _settings.web_concurrency
 # uvicorn's worker on httptools, with a bounded request head and deadlines for slow clients

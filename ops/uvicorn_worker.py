@@ -18,7 +18,7 @@ would bound the head's size but neither the header count nor any time; those nee
 either way.
 
 The worker also tells the application whether gunicorn binds loopback addresses only
-(``MCPQ_LOOPBACK_BIND``, read by ``frontend.transport``): the bind is gunicorn's, whatever set it
+(``MCPQ_LOOPBACK_BIND``, read by ``frontend.http_checks``): the bind is gunicorn's, whatever set it
 (``mcpq web --host``, ``--bind``, ``GUNICORN_CMD_ARGS``), and the app is loaded after this runs.
 """
 

@@ -19,8 +19,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from shared.bounds import LimitExceeded, check_bytes
 from shared.errors import invalid_params
-from shared.limits import LimitExceeded, check_bytes
 from shared.tools import InputRequest
 
 _ACTIONS = {"accept", "decline", "cancel"}

@@ -174,7 +174,7 @@ class Settings:
     )
     create_burst: int = field(default=40, metadata={"env": "MCPQ_CREATE_BURST", "parse": _limit})
     key_prefix: str = field(default="mcpq", metadata={"env": "MCPQ_KEY_PREFIX"})
-    #: Shards of the task store (``shared.store.keys``): 1 keeps every key on one Cluster slot
+    #: Shards of the task store (``shared.store.keyspace``): 1 keeps every key on one Cluster slot
     #: (the key names of a single Redis); more spread tasks over a Redis Cluster's primaries.
     #: Fixed for the life of a store (changing it needs a drained store).
     store_shards: int = field(default=1, metadata={"env": "MCPQ_STORE_SHARDS", "parse": _shards})

@@ -32,20 +32,20 @@ from shared.store import open_store
 from shared.store.clients import store_keys, sync_client
 from shared.store.wakeups import Wakeups
 from shared.tools import Registry
-from workers import metrics
+from workers import run_metrics
 from workers.heartbeat import LeaseKeeper
+from workers.io_pool import current_slot
 from workers.outcomes import RunOutcome
-from workers.pools import current_slot
+from workers.redis_transport import TRANSPORT
 from workers.reports import ReportFlusher
 from workers.runner import RunControl, RunDeps, run_task
 from workers.sweeper import start_sweeper
-from workers.transport import TRANSPORT
 
 log = logging.getLogger("mcpq.worker")
 
 #: Outcomes whose job ends with Celery's ``Ignore``: the MCP state its custom event showed
 #: (``cancelled``, ``parked``) stays, which Celery would overwrite with SUCCESS; an abandoned
-#: run's job was answered when it was let go of (``workers.pools``).
+#: run's job was answered when it was let go of (``workers.io_pool``).
 _NOT_A_SUCCESS = frozenset({RunOutcome.CANCELLED, RunOutcome.PARKED, RunOutcome.ABANDONED})
 
 
@@ -70,7 +70,7 @@ class WorkerApp(Celery):
             return self._deps[1]
 
     def hand_back_runs(self) -> None:
-        """The io pool stops (``workers.pools``): its runs are threads of this process; hand them
+        """The io pool stops (``workers.io_pool``): its runs are threads of this process; hand them
         back and let go of them (a prefork child hands its own run back on SIGTERM)."""
         deps = self._deps
         if deps is not None and deps[0] == os.getpid():
@@ -125,7 +125,7 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
 
         # A prefork pool process runs its job on its main thread, one at a time: a run that
         # ignores its cancel may be stopped by killing the process. An io pool runs many jobs
-        # in one process: never kill it; the job's slot is let go of instead (workers.pools).
+        # in one process: never kill it; the job's slot is let go of instead (workers.io_pool).
         slot = current_slot()
         alone = slot is None and threading.current_thread() is threading.main_thread()
         control = RunControl(
@@ -133,7 +133,7 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
         )
         started = time.perf_counter()
         outcome = run_task(app.run_deps(), run, control)
-        metrics.record(tool_name, outcome, time.perf_counter() - started)
+        run_metrics.record(tool_name, outcome, time.perf_counter() - started)
         if outcome in _NOT_A_SUCCESS:
             raise Ignore()
         return outcome.value
@@ -184,7 +184,7 @@ class _SignalHandlers:
             log.warning(warning)
 
     def start_sweeper(self, sender: Any = None, **_: Any) -> None:
-        """The worker node is ready: its sweeper (and heartbeat) thread, its metrics."""
+        """The worker node is ready: its sweeper (and heartbeat) thread, its run_metrics."""
         node = str(getattr(sender, "hostname", "") or os.getpid())
         start_sweeper(self._app, self._app.settings, node)
-        metrics.serve(self._app.settings)
+        run_metrics.serve(self._app.settings)

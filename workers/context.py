@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from shared.bounds import LimitExceeded, check_bytes, shorten
 from shared.errors import TaskCancelled, ToolError
-from shared.limits import LimitExceeded, check_bytes, shorten
 from shared.store import InputPoll, Reply, TaskStatus, TaskStore
 from shared.store.wakeups import Watch
 from shared.tools import InputRequest, elicitation, missing_capabilities, sampling

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from shared.bounds import LimitExceeded, check_bytes
 from shared.errors import (
     INTERNAL_ERROR,
     ProtocolError,
@@ -29,7 +30,6 @@ from shared.errors import (
     tool_crash_text,
 )
 from shared.jobs import Run
-from shared.limits import LimitExceeded, check_bytes
 from shared.logs import task_hash
 from shared.results import call_tool_result, error_result
 from shared.settings import Settings
@@ -65,7 +65,7 @@ class RunControl:
     is stopped: ``terminate`` kills the process it runs in (prefork: one job per process), or
     is ``None`` when the process runs other jobs too (threads): then the tool gets
     ``TaskCancelled`` raised in its thread and ``let_go`` frees the job's slot
-    (``workers.execution``, ``workers.pools``)."""
+    (``workers.execution``, ``workers.io_pool``)."""
 
     terminate: Callable[[], None] | None
     on_state: Callable[[str], None]

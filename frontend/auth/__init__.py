@@ -2,7 +2,7 @@
 
 Modes: ``oauth`` (bearer JWT access tokens from an OAuth 2.1 authorization server, as the MCP
 authorization spec describes: ``frontend.auth.oauth``), ``apikey`` (``mcpq_…`` keys made by
-``mcpq keys create``: ``shared.store.apikeys``), both (a key is told from a JWT by its prefix),
+``mcpq keys create``: ``shared.store.api_keys``), both (a key is told from a JWT by its prefix),
 or none (``MCPQ_AUTH`` unset or ``none``: every caller is ``anonymous``).
 
 Failures answer as RFC 6750 describes: 401 with ``WWW-Authenticate: Bearer`` and, when OAuth is
@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from frontend.http_types import HttpReply, HttpRequest
+from frontend.http_messages import HttpReply, HttpRequest
 from frontend.principal import ANONYMOUS, Principal
 from shared import jsonutil
 from shared.errors import INVALID_REQUEST, McpError
 from shared.settings import Settings
 from shared.store import ApiKeyLookup
-from shared.store.apikeys import TOKEN_PREFIX
+from shared.store.api_keys import TOKEN_PREFIX
 
 if TYPE_CHECKING:
     # OAuth's modules (httpx, PyJWT and what they pull in: several MiB in every web process)

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from frontend import metrics
-from frontend.envelope import RpcRequest
+from frontend import web_metrics
+from frontend.jsonrpc import RpcRequest
 from frontend.params import ToolCallParams
 from frontend.services import Services
 from shared.errors import (
@@ -56,7 +56,7 @@ def admit(services: Services, rpc: RpcRequest, call: ToolCallParams) -> Admitted
         raise invalid_params(f"Unknown tool: {call.name}")
     services.auth.require(rpc.principal, tool.scopes, f"tool {call.name}")
     if (refused := services.tasks.rate_refusals.refusal(rpc.owner)) is not None:
-        metrics.LIMIT_REJECTIONS.labels("rate").inc()
+        web_metrics.LIMIT_REJECTIONS.labels("rate").inc()
         raise refused
     as_task = _legacy_mode(rpc, tool, call) if rpc.legacy else _mode(rpc, tool)
     return Admitted(tool, as_task)

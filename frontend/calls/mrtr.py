@@ -9,7 +9,7 @@ import secrets
 from typing import Any
 
 from frontend.calls.state import Gathering, StateSeal
-from frontend.envelope import RpcRequest
+from frontend.jsonrpc import RpcRequest
 from frontend.services import Services
 from shared import answers
 from shared.errors import MISSING_CAPABILITY, McpError

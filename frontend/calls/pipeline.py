@@ -19,7 +19,7 @@ from typing import Any
 from frontend import params
 from frontend.calls import gate, mrtr, sync
 from frontend.calls.state import RunningCall, StateSeal
-from frontend.envelope import RpcRequest
+from frontend.jsonrpc import RpcRequest
 from frontend.services import REQUEST_ID, Services
 from frontend.streams import StreamReply
 from frontend.task_service import Once

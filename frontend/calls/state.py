@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from frontend.envelope import RpcRequest
+from frontend.jsonrpc import RpcRequest
 from frontend.task_service import Once
 from shared.errors import invalid_params
 from shared.request_state import InvalidRequestState, RequestStateSigner

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from frontend import params
-from frontend.envelope import RpcRequest
+from frontend.jsonrpc import RpcRequest
 from frontend.services import Services
 from frontend.streams import Follow, StreamReply, follow, settle
 from shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params

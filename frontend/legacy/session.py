@@ -18,13 +18,14 @@ import logging
 import secrets
 from typing import Any
 
-from frontend import envelope, methods, replies, streams
-from frontend.envelope import RequestError, RpcRequest
-from frontend.http_types import HttpReply, HttpRequest
+from frontend import jsonrpc, methods, replies, streams
+from frontend.http_messages import HttpReply, HttpRequest
+from frontend.jsonrpc import RequestError, RpcRequest
 from frontend.legacy.methods import initialized
 from frontend.services import DISCONNECTED, REQUEST_ID, Services
 from frontend.streams import StreamReply
 from shared import jsonutil
+from shared.bounds import LimitExceeded, check_bytes
 from shared.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -33,7 +34,6 @@ from shared.errors import (
     internal_error,
     new_error_id,
 )
-from shared.limits import LimitExceeded, check_bytes
 from shared.protocol import (
     LEGACY_LATEST,
     LEGACY_TASKS_VERSION,
@@ -125,7 +125,7 @@ class LegacyEndpoint:
             await self._notification(session, message)
             return HttpReply(202, b"", None), None, None
         try:
-            rid = envelope.request_id(message)
+            rid = jsonrpc.request_id(message)
         except RequestError as exc:
             return self.reply(None, error=exc.error), None, exc.error.code
         params = message.get("params", {})
@@ -139,7 +139,7 @@ class LegacyEndpoint:
             session.caps,
             version=session.version,
             session=session,
-            streams=envelope.accepts_stream(req),
+            streams=jsonrpc.accepts_stream(req),
             principal=req.principal,
         )
         return await self._dispatch(rpc), rpc, None
@@ -169,7 +169,7 @@ class LegacyEndpoint:
         self, req: HttpRequest, message: dict[str, Any]
     ) -> tuple[HttpReply, RpcRequest | None, int | None]:
         try:
-            rid = envelope.request_id(message)
+            rid = jsonrpc.request_id(message)
         except RequestError as exc:
             return self.reply(None, error=exc.error), None, exc.error.code
         params = message.get("params")
@@ -243,7 +243,7 @@ class LegacyEndpoint:
             return session
         if session.version < LEGACY_TASKS_VERSION:
             return HttpReply(405, b"", None, {"Allow": "POST, DELETE"})
-        if not envelope.accepts_stream(req):
+        if not jsonrpc.accepts_stream(req):
             text = b"Not Acceptable: the GET stream needs Accept: text/event-stream"
             return HttpReply(406, text, "text/plain; charset=utf-8")
         tasks, sessions, principal = self.services.tasks, self.services.sessions, session.principal

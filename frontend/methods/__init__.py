@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from frontend.calls import call_tool
-from frontend.envelope import RpcRequest
+from frontend.jsonrpc import RpcRequest
 from frontend.legacy import methods as legacy
 from frontend.methods import discover, subscriptions, tasks, tools
 from frontend.services import Services

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from frontend.envelope import RpcRequest
+from frontend.jsonrpc import RpcRequest
 from frontend.services import Services
 from shared.protocol import SUPPORTED_VERSIONS, TASKS_EXTENSION
 from shared.wire import Discovery

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from frontend import params, replies
-from frontend.envelope import RpcRequest
+from frontend.jsonrpc import RpcRequest
 from frontend.services import DISCONNECTED, Services
 from frontend.streams import StreamReply, watch_stream
 from shared.errors import (

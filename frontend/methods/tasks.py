@@ -8,7 +8,7 @@ another principal's task reads exactly alike (-32602).
 from __future__ import annotations
 
 from frontend import params
-from frontend.envelope import RpcRequest
+from frontend.jsonrpc import RpcRequest
 from frontend.services import REQUEST_ID, Services
 from shared.errors import TaskNotFound, missing_tasks_capability
 from shared.store import Reply

@@ -5,7 +5,7 @@ A 2025-11-25 session also learns each tool's task support (``execution.taskSuppo
 
 from __future__ import annotations
 
-from frontend.envelope import RpcRequest
+from frontend.jsonrpc import RpcRequest
 from frontend.services import Services
 from shared.protocol import LEGACY_TASKS_VERSION
 from shared.wire import LegacyToolsList, Result, ToolsList

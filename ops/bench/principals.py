@@ -41,7 +41,7 @@ from ops.mcp_client import McpClient
 from ops.stack import Stack
 from shared.settings import DEFAULT_TOOLS, Settings
 from shared.store import Keys
-from shared.store.apikeys import ApiKeys
+from shared.store.api_keys import ApiKeys
 
 LIMITS = Settings()  # the defaults under test
 

@@ -6,7 +6,7 @@ client, bundled in a :class:`WebStore` by :func:`open_web_store` (or :func:`web_
 a task store of one's own): :class:`AsyncTaskStore` (tasks), :class:`SessionStore` (2025-era
 sessions), :class:`TaskListing` (``tasks/list``), :class:`ApiKeyLookup` and
 :class:`DeploymentStats`; the typed states and replies; the records
-they return; :func:`task_ref`. Inside: the key schema (``keys``), one Lua script per transition
+they return; :func:`task_ref`. Inside: the key schema (``keyspace``), one Lua script per transition
 (``lua/``, loaded by ``scripts``), the KEYS/ARGV contract and reply parsing of each (``calls``,
 written by concern: ``create_calls``, ``client_calls``, ``run_calls``...), the steps of the
 operations that take more than one, written once for both stores (``plans``, ``task_plans``),
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from shared.store.admin_views import AdminError, Page, TaskDetail, TaskFilter, TaskSummary
 from shared.store.client_calls import Answered, Cancelled
 from shared.store.create_calls import Admission, NewTask, Refused
-from shared.store.keys import Keys, task_ref
+from shared.store.keyspace import Keys, task_ref
 from shared.store.records import TaskRecord
 from shared.store.run_calls import Claim, Due, InputPoll, Renewal
 from shared.store.sessions import Outgoing, Session, SessionStore
@@ -37,7 +37,7 @@ from shared.store.stats import OUTCOMES, DeploymentStats, StatsSnapshot
 if TYPE_CHECKING:
     from shared.store.admin import TaskAdmin, open_admin
     from shared.store.aio import AsyncTaskStore
-    from shared.store.apikeys import ApiKeyLookup
+    from shared.store.api_keys import ApiKeyLookup
     from shared.store.clients import open_store, open_web_store
     from shared.store.listing import Listed, Position, TaskListing
     from shared.store.sync import TaskStore
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 _ON_FIRST_USE = {
     "shared.store.admin": ("TaskAdmin", "open_admin"),
     "shared.store.aio": ("AsyncTaskStore",),
-    "shared.store.apikeys": ("ApiKeyLookup",),
+    "shared.store.api_keys": ("ApiKeyLookup",),
     "shared.store.clients": ("open_store", "open_web_store"),
     "shared.store.listing": ("Listed", "Position", "TaskListing"),
     "shared.store.sync": ("TaskStore",),

@@ -49,9 +49,9 @@ from shared.store.call_types import PipelineCall, Queue
 from shared.store.client_calls import Cancelled
 from shared.store.clients import payloads as payloads_of
 from shared.store.clients import store_keys, sync_client
-from shared.store.errors import store_errors
-from shared.store.keys import Keys, Shard
+from shared.store.keyspace import Keys, Shard
 from shared.store.payloads import TASK_FIELDS, TEXT_FIELDS, Payloads, UnreadablePayload
+from shared.store.redis_errors import store_errors
 from shared.store.states import Reply, TaskStatus
 from shared.store.sync import TaskStore
 

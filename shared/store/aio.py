@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 
 from shared.store import client_calls
 from shared.store.async_driver import AsyncDriver
-from shared.store.keys import Keys
+from shared.store.keyspace import Keys
 from shared.store.payloads import PLAIN, Payloads
 from shared.store.plans import Plan
 from shared.store.tally import StatsTally

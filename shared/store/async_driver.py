@@ -20,8 +20,8 @@ from redis.asyncio.cluster import PipelineCommand
 from shared.errors import StoreUnavailable
 from shared.store import scripts
 from shared.store.call_types import PipelineCall
-from shared.store.errors import as_store_error, store_errors
 from shared.store.plans import Done, Eval, EvalAndWait, Op, Plan, ReadTime, resume
+from shared.store.redis_errors import as_store_error, store_errors
 
 T = TypeVar("T")
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.store.call_types import ScriptCall, as_dict, reply_code
-from shared.store.keys import Keys
+from shared.store.keyspace import Keys
 from shared.store.payloads import PLAIN, Payloads
 from shared.store.records import POLL_FIELDS
 from shared.store.states import Reply

@@ -30,7 +30,7 @@ from shared import redis_urls
 from shared.redis_tls import redis_tls
 from shared.settings import Settings
 from shared.store.aio import AsyncTaskStore
-from shared.store.keys import Keys
+from shared.store.keyspace import Keys
 from shared.store.lean import LeanPool, LeanSyncPool, lean_connections
 from shared.store.payloads import Payloads
 from shared.store.sync import TaskStore

@@ -11,7 +11,7 @@ from typing import Any
 
 from shared.jobs import Message
 from shared.store.call_types import Arg, PipelineCall, Queue, ScriptCall, as_dict, flatten
-from shared.store.keys import Keys, Shard
+from shared.store.keyspace import Keys, Shard
 from shared.store.payloads import PLAIN, Payloads
 from shared.store.states import TERMINAL, TaskStatus
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared.store.call_types import PipelineCall, Queue, ScriptCall
 from shared.store.clock import RedisClock
-from shared.store.keys import Keys
+from shared.store.keyspace import Keys
 from shared.store.payloads import PLAIN, Payloads
 from shared.store.plans import Plan, ScriptPlans
 from shared.store.records import TaskRecord

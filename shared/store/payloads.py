@@ -34,7 +34,7 @@ from shared.sealing import (
     parse_data_keys,
     sealed_kid,
 )
-from shared.store.keys import Keys
+from shared.store.keyspace import Keys
 
 log = logging.getLogger("mcpq.store")
 

@@ -33,7 +33,7 @@ POLL_FIELDS = (
 
 @dataclass
 class TaskRecord:
-    """The fields of one task hash (see ``keys`` for the schema), parsed."""
+    """The fields of one task hash (see ``keyspace`` for the schema), parsed."""
 
     ref: str
     status: TaskStatus

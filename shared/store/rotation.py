@@ -18,7 +18,7 @@ import redis
 
 from shared.sealing import Unsealable
 from shared.store.call_types import ScriptCall
-from shared.store.keys import Keys
+from shared.store.keyspace import Keys
 from shared.store.payloads import SESSION_FIELDS, TASK_FIELDS, Payloads
 
 #: Hashes below a task whose every value is a payload.

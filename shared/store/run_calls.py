@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.store.call_types import Arg, ScriptCall, as_dict, reply_code
-from shared.store.keys import Keys, Shard
+from shared.store.keyspace import Keys, Shard
 from shared.store.payloads import PLAIN, Payloads, UnreadablePayload
 from shared.store.records import TaskRecord
 from shared.store.states import Reply, TaskStatus

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared import jsonutil
 from shared.store.call_types import PipelineCall, Queue
-from shared.store.keys import Keys
+from shared.store.keyspace import Keys
 from shared.store.payloads import PLAIN, Payloads
 
 if TYPE_CHECKING:

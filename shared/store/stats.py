@@ -1,7 +1,7 @@
 """Deployment-wide numbers, read in one round trip: what ``/metrics`` and ``mcpq status`` show.
 
 The counters and gauges are kept by the Lua scripts themselves in the ``stats`` hash (see
-``keys``), so they are the same whichever web replica is scraped. A sharded store has one such
+``keyspace``), so they are the same whichever web replica is scraped. A sharded store has one such
 hash (and one ``active`` index) per shard: a snapshot reads them all in its one pipeline (a
 cluster client splits it by node) and adds them up. Reads that are not scripts
 are :class:`~shared.store.call_types.PipelineCall` values, executed by both stores (one pipeline,
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shared.store.call_types import PipelineCall, Queue
-from shared.store.keys import Keys, Shard
+from shared.store.keyspace import Keys, Shard
 
 if TYPE_CHECKING:
     from shared.store.async_driver import AsyncDriver

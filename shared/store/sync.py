@@ -20,11 +20,11 @@ import redis
 
 from shared.store import rotation, run_calls, stats
 from shared.store.call_types import PipelineCall, ScriptCall
-from shared.store.errors import store_errors
-from shared.store.keys import Keys
+from shared.store.keyspace import Keys
 from shared.store.payloads import PLAIN, Payloads
 from shared.store.plans import Eval, Plan, args_at
 from shared.store.records import TaskRecord
+from shared.store.redis_errors import store_errors
 from shared.store.run_calls import Claim, Due, InputPoll, Renewal
 from shared.store.states import Reply, TaskStatus
 from shared.store.stats import StatsSnapshot

@@ -16,8 +16,8 @@ import redis.cluster
 
 from shared.store import scripts
 from shared.store.call_types import PipelineCall
-from shared.store.errors import as_store_error, store_errors
 from shared.store.plans import Done, Eval, Load, Op, Plan, ReadTime, resume
+from shared.store.redis_errors import as_store_error, store_errors
 
 T = TypeVar("T")
 

@@ -13,11 +13,11 @@ from shared.store import client_calls, create_calls
 from shared.store.client_calls import Answered, Cancelled
 from shared.store.clock import RedisClock
 from shared.store.create_calls import Admission, NewTask
-from shared.store.errors import NotReplicated
-from shared.store.keys import Keys
+from shared.store.keyspace import Keys
 from shared.store.payloads import PLAIN, Payloads
 from shared.store.plans import Plan, ScriptPlans
 from shared.store.records import TaskRecord
+from shared.store.redis_errors import NotReplicated
 from shared.store.states import Reply
 from shared.store.tally import StatsTally
 

@@ -33,8 +33,8 @@ import redis
 import redis.asyncio as aioredis
 
 from shared.errors import StoreUnavailable
-from shared.store.errors import store_errors
-from shared.store.keys import Keys
+from shared.store.keyspace import Keys
+from shared.store.redis_errors import store_errors
 
 log = logging.getLogger("mcpq.store")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.store.aio import AsyncTaskStore
-from shared.store.apikeys import ApiKeyLookup
+from shared.store.api_keys import ApiKeyLookup
 from shared.store.listing import TaskListing
 from shared.store.sessions import SessionStore
 from shared.store.stats import DeploymentStats

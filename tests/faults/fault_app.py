@@ -1,6 +1,6 @@
 """A web app that dies between persisting a task and enqueueing its run (fault tests only).
 
-gunicorn serves it instead of ``frontend.asgi:app``: ``Stack.start_web(app=FAULT_APP)``, where
+gunicorn serves it instead of ``frontend.entry:app``: ``Stack.start_web(app=FAULT_APP)``, where
 :data:`FAULT_APP` calls the factory below (gunicorn's ``module:factory()`` syntax), so importing
 this module builds nothing. The repository root is on the children's ``PYTHONPATH``, so it
 imports as ``tests.faults.fault_app``. The app is the production one from
@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from frontend.app import create_app
-from frontend.edge import AsgiAdapter
+from frontend.asgi_adapter import AsgiAdapter
 from shared import logs
 from shared.jobs import Run
 from shared.settings import Settings
@@ -39,7 +39,7 @@ class DyingProducer:
 
 
 def dies_before_enqueue() -> AsgiAdapter:
-    """What ``frontend.asgi`` builds, with the :class:`DyingProducer`."""
+    """What ``frontend.entry`` builds, with the :class:`DyingProducer`."""
     settings = Settings.from_env()
     logs.configure(settings.log_format, settings.log_level)
     return create_app(settings, producer=DyingProducer())

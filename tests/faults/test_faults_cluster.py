@@ -29,7 +29,7 @@ import pytest
 from ops.mcp_client import McpClient, Reply, text_of
 from ops.redis_binary import RedisProcess
 from shared.settings import DEFAULT_TOOLS
-from shared.store.keys import Keys, slot
+from shared.store.keyspace import Keys, slot
 from tests.support.redis_cluster import LocalCluster, cluster_binaries
 from tests.support.stacks import FAST_KNOBS, LiveStack
 

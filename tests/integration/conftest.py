@@ -30,7 +30,7 @@ import pytest
 import redis
 
 from shared.store import Keys, NewTask, task_ref
-from shared.store.keys import Shard
+from shared.store.keyspace import Shard
 from tests.support.procs import wait_until
 from tests.support.redis_server import RedisProcess, redis_servers_to_test
 from tests.support.white_box import WhiteBoxStore

@@ -47,7 +47,7 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.timeout(180),
     pytest.mark.skipif(
-        importlib.util.find_spec("frontend.asgi") is None, reason="frontend.asgi not written yet"
+        importlib.util.find_spec("frontend.entry") is None, reason="frontend.entry not written yet"
     ),
 ]
 

@@ -20,7 +20,7 @@ from shared.settings import Settings
 from shared.store import task_ref
 from shared.store.calls import Admission, NewTask, Refused
 from tests.support.white_box import field, in_index
-from workers.transport import TRANSPORT
+from workers.redis_transport import TRANSPORT
 
 
 def test_the_message_is_celerys_own_and_is_not_sent(redis_process: RedisProcess) -> None:

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from shared.store.calls import NewTask
-from shared.store.keys import task_ref
+from shared.store.keyspace import task_ref
 
 PICKLE_HEADER = b"\x80"
 JSON_FIELDS = {"args", "caps", "pre", "result", "error"}

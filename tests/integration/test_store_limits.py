@@ -1,12 +1,12 @@
-"""What a running tool hands the store is bounded (``shared.limits``): an oversized result or
+"""What a running tool hands the store is bounded (``shared.bounds``): an oversized result or
 step value is the tool's error, a long status message is cut; nothing oversized reaches Redis."""
 
 from __future__ import annotations
 
 import pytest
 
+from shared.bounds import json_bytes
 from shared.errors import ToolError
-from shared.limits import json_bytes
 from shared.store import TaskStatus
 from tests.support.white_box import quiet_watch
 from workers.context import RunContext

@@ -27,7 +27,7 @@ from ops.processes import wait_until
 from shared.settings import Settings
 from shared.store import AsyncTaskStore, Keys, NewTask, Reply, TaskStore, task_ref
 from shared.store.clients import async_client, sync_client
-from shared.store.errors import NotReplicated
+from shared.store.redis_errors import NotReplicated
 from tests.support.redis_cluster import LocalCluster, cluster_binaries
 from tests.support.redis_server import IN_MEMORY_ARGS, RedisProcess
 

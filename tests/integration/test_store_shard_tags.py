@@ -7,7 +7,7 @@ import pytest
 
 from ops import preflight
 from shared.settings import Settings
-from shared.store.keys import CLUSTER_SLOTS, Keys, shard_tags, slot
+from shared.store.keyspace import CLUSTER_SLOTS, Keys, shard_tags, slot
 
 
 def test_one_shard_keeps_the_key_names_of_a_single_redis() -> None:

@@ -20,7 +20,7 @@ from redis.retry import Retry
 from shared.settings import Settings
 from shared.store.aio import AsyncTaskStore
 from shared.store.clients import sync_client
-from shared.store.keys import Keys
+from shared.store.keyspace import Keys
 from shared.store.wakeups import Wakeups
 from tests.support.redis_server import RedisProcess
 from workers.context import RunContext

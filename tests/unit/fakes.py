@@ -30,7 +30,7 @@ from shared.store import (
     task_ref,
 )
 from shared.store import Reply as StoreReply
-from shared.store.apikeys import ApiKeys
+from shared.store.api_keys import ApiKeys
 from shared.store.calls import ScriptCall
 from shared.tools import Registry, ToolContext, elicitation, sampling
 

@@ -13,11 +13,11 @@ from typing import Any
 import orjson
 import pytest
 
-from frontend.edge import AsgiAdapter
-from frontend.http_types import ClientGone
-from frontend.transport import Addressing, split_host
+from frontend.asgi_adapter import AsgiAdapter
+from frontend.http_checks import Addressing, split_host
+from frontend.http_messages import ClientGone
 from ops.uvicorn_worker import host_warning, loopback_only
-from shared.limits import LimitExceeded, check_raw_depth, depth
+from shared.bounds import LimitExceeded, check_raw_depth, depth
 from shared.settings import Settings
 from tests.unit.fakes import SETTINGS, Mcp, meta
 

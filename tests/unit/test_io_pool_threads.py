@@ -1,4 +1,4 @@
-"""The io pool (``workers.pools``): jobs and their tools on the pool's own threads, and a job
+"""The io pool (``workers.io_pool``): jobs and their tools on the pool's own threads, and a job
 let go of (``Slot.let_go``) when its tool ignores its cancel; ``ToolCall`` on the job's thread
 (``workers.execution``): abandoning it raises ``TaskCancelled`` into that thread."""
 
@@ -15,7 +15,7 @@ from celery.exceptions import Ignore
 
 from shared.errors import TaskCancelled
 from workers.execution import RunAbandoned, ToolCall
-from workers.pools import IoPool, Slot, current_slot
+from workers.io_pool import IoPool, Slot, current_slot
 
 
 class Answers:

@@ -2,7 +2,7 @@
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from frontend.metrics import render
+from frontend.web_metrics import render
 from shared.store import Keys, StatsSnapshot
 from shared.store.stats import snapshot
 

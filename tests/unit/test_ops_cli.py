@@ -46,7 +46,7 @@ def run(argv: list[str], environ: Mapping[str, str] | None = None) -> list[str]:
 
 def gunicorn(bind: str, workers: int) -> list[str]:
     return [PY, "-m", "gunicorn", "-c", "python:ops.gunicorn_conf",
-            "--bind", bind, "--workers", str(workers), "frontend.asgi:app"]  # fmt: skip
+            "--bind", bind, "--workers", str(workers), "frontend.entry:app"]  # fmt: skip
 
 
 def celery_worker(queues: str, concurrency: int, hostname: str, pool: str = "custom") -> list[str]:
@@ -175,7 +175,7 @@ def test_gunicorn_conf_uses_the_uvicorn_worker_and_only_known_settings(
     imported = {"annotations", "os", "Any", "Settings"}
     assert public - imported <= known, public - imported - known
     assert conf.worker_class == "ops.uvicorn_worker.McpqUvicornWorker"
-    assert conf.wsgi_app == "frontend.asgi:app"
+    assert conf.wsgi_app == "frontend.entry:app"
     assert (conf.bind, conf.workers) == (["0.0.0.0:8765"], 3)
     assert 0 < conf.graceful_timeout < 30  # inside Heroku's SIGTERM-to-SIGKILL window
     assert callable(conf.post_fork)

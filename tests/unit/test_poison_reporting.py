@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from frontend.metrics import render as render_metrics
+from frontend.web_metrics import render as render_metrics
 from ops.status import Status
 from ops.status import render as render_status
 from shared.store import Keys, StatsSnapshot

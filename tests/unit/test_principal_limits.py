@@ -9,13 +9,13 @@ from collections.abc import Callable
 import orjson
 from falcon import testing
 
-from frontend import metrics
+from frontend import web_metrics
 from shared.store import Admission, NewTask, Refused, task_ref
 from tests.unit.fakes import Mcp, async_to_sync
 
 
 def rejections(limit: str) -> float:
-    return metrics.LIMIT_REJECTIONS.labels(limit)._value.get()
+    return web_metrics.LIMIT_REJECTIONS.labels(limit)._value.get()
 
 
 def test_the_creation_rate_refuses_with_429_and_retry_after(make_mcp: Callable[..., Mcp]) -> None:

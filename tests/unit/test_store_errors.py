@@ -7,7 +7,7 @@ import redis.asyncio as aioredis
 import redis.exceptions as rexc
 
 from shared.errors import StoreUnavailable
-from shared.store.errors import store_errors
+from shared.store.redis_errors import store_errors
 from tests.support.redis_server import redis_server
 
 

@@ -14,8 +14,8 @@ from shared.errors import StoreUnavailable
 from shared.store import Admission, Keys, NewTask, Refused, task_ref
 from shared.store.call_types import PipelineCall
 from shared.store.clock import RedisClock
-from shared.store.errors import NotReplicated
 from shared.store.plans import TIME, Done, Eval, EvalAndWait, Load, Plan, ScriptPlans, resume
+from shared.store.redis_errors import NotReplicated
 from shared.store.task_plans import TaskPlans
 
 NOW = [1_700_000_000, 0]  # TIME's reply: 1 700 000 000 000 ms

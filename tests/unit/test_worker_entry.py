@@ -16,7 +16,7 @@ from shared.tools import Registry
 from tests.unit.fakes import SETTINGS, registry
 from workers.broker_watch import Configured
 from workers.celery_app import create_worker_app
-from workers.pools import HandsBackRuns
+from workers.io_pool import HandsBackRuns
 
 PROBE = """
 import sys
@@ -65,7 +65,7 @@ def test_the_umbrella_program_is_what_loaded_them() -> None:
 NOTHING_BUILT = """
 import celery._state
 import workers.celery_app
-import workers.pools, workers.broker_watch, workers.main
+import workers.io_pool, workers.broker_watch, workers.main
 print("apps", len(celery._state._apps), "tools", "tools.demo" in sys.modules)
 """
 

@@ -46,7 +46,7 @@ local function due_at(deadline, expire_at)
   return deadline
 end
 
--- Operational counters (the `stats` hash, see shared/store/keys.py): always the last key.
+-- Operational counters (the `stats` hash, see shared/store/keyspace.py): always the last key.
 local function stat(field, n)
   if n ~= 0 then redis.call('HINCRBY', KEYS[#KEYS], field, n) end
 end

@@ -1,5 +1,5 @@
 -- claim: a worker takes the task for one run: new fencing generation and a lease.
--- KEYS[1] task, KEYS[2] answers hash, KEYS[3] legacy leases zset (only cleaned: see keys.py),
+-- KEYS[1] task, KEYS[2] answers hash, KEYS[3] legacy leases zset (only cleaned: see keyspace.py),
 -- KEYS[4] due zset (named `unclaimed`: the deadline at which a sweep looks at the task)
 -- ARGV[1] ref, ARGV[2] lease ms, ARGV[3] lost runs after which the task is not run again
 -- (0 = no limit)

@@ -8,7 +8,7 @@ import time
 
 from shared.settings import Settings
 from shared.store import Keys
-from shared.store.apikeys import ApiKeys
+from shared.store.api_keys import ApiKeys
 from shared.store.clients import sync_client
 
 

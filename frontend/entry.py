@@ -1,4 +1,4 @@
-"""The ASGI application gunicorn serves: ``frontend.asgi:app``."""
+"""The ASGI application gunicorn serves: ``frontend.entry:app``."""
 
 from __future__ import annotations
 

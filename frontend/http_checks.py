@@ -2,7 +2,7 @@
 (413), Origin (403), method (405), Content-Type (400), Accept (406). ``GET`` and ``DELETE`` go on
 only with an ``Mcp-Session-Id`` (a 2025-era session's stream and its end).
 
-The edge (``frontend.edge``) never reads more than ``MCPQ_MAX_BODY_BYTES`` + 1 bytes, so the
+The edge (``frontend.asgi_adapter``) never reads more than ``MCPQ_MAX_BODY_BYTES`` + 1 bytes, so the
 size check here, on what was read, is the only one.
 
 Host and Origin are the DNS-rebinding defence the MCP transport asks for: a page on
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from frontend.http_types import HttpReply, HttpRequest
+from frontend.http_messages import HttpReply, HttpRequest
 from shared.errors import INVALID_REQUEST, McpError
 from shared.settings import Settings
 
@@ -116,7 +116,7 @@ def check(req: HttpRequest, addressing: Addressing, max_body: int) -> HttpReply 
     if not addressing.host_allowed(req.header("host")):
         text = "Misdirected Request: this server does not answer to that Host (MCPQ_ALLOWED_HOSTS)"
         return McpError(INVALID_REQUEST, text, http_status=421)
-    # Size next: a body announced as too large was not even read (see frontend.edge).
+    # Size next: a body announced as too large was not even read (see frontend.asgi_adapter).
     if len(req.body) > max_body or (req.declared_length or 0) > max_body:
         return _plain(413, "Payload Too Large")
     origin = req.header("origin")

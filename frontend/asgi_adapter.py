@@ -1,7 +1,7 @@
 """The ASGI/Falcon edge of ``/mcp``: raw headers, the bounded body read, the client's disconnect.
 
 Everything protocol-shaped happens behind it, in :class:`frontend.endpoint.McpEndpoint`, on
-framework-free :class:`~frontend.http_types.HttpRequest` / :class:`~frontend.http_types.HttpReply`.
+framework-free requests and replies (``frontend.http_messages``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import falcon
 import falcon.asgi
 
 from frontend.endpoint import McpEndpoint
-from frontend.http_types import ClientGone, HttpRequest
+from frontend.http_messages import ClientGone, HttpRequest
 from frontend.services import DISCONNECTED
 from shared import jsonutil
 
@@ -32,7 +32,7 @@ class McpResource:
     async def _serve(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         headers: dict[str, list[str]] = {}
         # Every value of every header, in order: Falcon would merge duplicates, and a duplicated
-        # routing header must be seen to be refused (frontend.headers).
+        # routing header must be seen to be refused (frontend.routing_headers).
         for name, value in req.scope["headers"]:
             headers.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
         limit = self.endpoint.services.settings.max_body_bytes
@@ -90,7 +90,7 @@ class AsgiAdapter:
       (merging duplicates), but a duplicated routing header must be rejected;
     - the client's disconnect: once the body is read, a handler that waits (a stream, a waiting
       synchronous call, see ``frontend.calls.sync``) may watch for ``http.disconnect`` through
-      ``scope["mcpq.disconnected"]`` (:class:`~frontend.http_types.ClientGone`), so it can stop
+      ``scope["mcpq.disconnected"]`` (:class:`~frontend.http_messages.ClientGone`), so it can stop
       its run;
     - ``Retry-After`` on every 503, whichever route answers it (``/mcp``, ``/readyz``).
     """

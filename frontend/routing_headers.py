@@ -14,7 +14,7 @@ import binascii
 import re
 from typing import Any
 
-from frontend.http_types import HttpRequest
+from frontend.http_messages import HttpRequest
 from shared.errors import HEADER_MISMATCH, McpError
 from shared.protocol import NAME_PARAM
 

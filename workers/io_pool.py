@@ -21,7 +21,7 @@ on a no-op run cost more than the run (context switches, GIL hand-offs, cold cac
   SIGTERM) and lets go of them, so the pool stops now;
 - cancelling a request kills nothing (a cancelled run is stopped the io pool's way).
 
-Selected with ``--pool custom`` and ``CELERY_CUSTOM_WORKER_POOL=workers.pools:IoPool`` (Celery's
+Selected with ``--pool custom`` and ``CELERY_CUSTOM_WORKER_POOL=workers.io_pool:IoPool`` (Celery's
 way to name a pool of one's own); ``mcpq worker --pool io`` sets both.
 """
 

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from frontend import headers
-from frontend.http_types import HttpRequest
+from frontend import routing_headers
+from frontend.http_messages import HttpRequest
 from frontend.principal import ANONYMOUS, Principal
+from shared.bounds import LimitExceeded, check_raw_depth
 from shared.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -22,7 +23,6 @@ from shared.errors import (
     UNSUPPORTED_VERSION,
     McpError,
 )
-from shared.limits import LimitExceeded, check_raw_depth
 from shared.protocol import (
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
@@ -138,7 +138,7 @@ def validate(req: HttpRequest, message: dict[str, Any], require_task_name: bool)
     try:
         # Before _meta: an intermediary may route on the first of two routing headers while we
         # would read the other, so a duplicate is refused whatever the body says.
-        headers.reject_duplicates(req)
+        routing_headers.reject_duplicates(req)
     except McpError as exc:
         raise RequestError(exc, rid) from None
     meta = params.get("_meta")
@@ -148,7 +148,7 @@ def validate(req: HttpRequest, message: dict[str, Any], require_task_name: bool)
         text = "Invalid params: _meta must carry protocolVersion and clientCapabilities"
         raise RequestError(McpError(INVALID_PARAMS, text), rid)
     try:
-        headers.check(req, method, params, version, require_task_name)
+        routing_headers.check(req, method, params, version, require_task_name)
     except McpError as exc:
         raise RequestError(exc, rid) from None
     # The version is judged after the headers agree with the body: a mismatch is -32020 even

@@ -11,7 +11,7 @@ import hashlib
 import math
 import time
 
-from frontend.http_types import HttpRequest
+from frontend.http_messages import HttpRequest
 from shared.errors import LIMIT_EXCEEDED, McpError
 
 _LIMITS = {

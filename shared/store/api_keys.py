@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shared.store.errors import store_errors
-from shared.store.keys import Keys
+from shared.store.keyspace import Keys
+from shared.store.redis_errors import store_errors
 
 if TYPE_CHECKING:
     import redis
