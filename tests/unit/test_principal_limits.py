@@ -5,6 +5,7 @@ error whose data names the limit; other principals are unaffected; /metrics coun
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 from falcon import testing
@@ -117,6 +118,41 @@ def test_a_legacy_session_gets_429_too(make_mcp: Callable[..., Mcp]) -> None:
     assert refused.status_code == 429
     assert refused.headers["retry-after"] == "10"
     assert refused.json["error"]["data"]["limit"] == "rate"
+
+
+def test_a_principal_whose_rate_is_spent_is_refused_by_the_tool_gate_without_the_store(
+    make_mcp: Callable[..., Mcp],
+) -> None:
+    """2025-era requests carry no Mcp-Method, so the flood shield does not see them: the tool
+    gate asks this process's memory of the principal's refusal before the arguments are even
+    validated, and the store is not asked again until the retry time."""
+    mcp = make_mcp(create_rate=0.1, create_burst=1)
+    client: testing.TestClient = mcp.client
+    opened = client.simulate_post("/mcp", json=INITIALIZE, headers=BASE_HEADERS)
+    hdrs = {
+        **BASE_HEADERS,
+        "Mcp-Session-Id": opened.headers["mcp-session-id"],
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+
+    def create(n: int, arguments: dict[str, Any]) -> testing.Result:
+        params = {"name": "echo", "arguments": arguments, "task": {}}
+        call = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
+        return client.simulate_post("/mcp", json=call, headers=hdrs)
+
+    assert create(2, {"text": "x"}).status_code == 200
+    assert create(3, {"text": "x"}).status_code == 429  # the store refuses: the gate learns
+    asked: list[Any] = []
+
+    async def store_create(*args: Any, **kwargs: Any) -> Any:
+        asked.append(args)
+        raise AssertionError("the store was asked")
+
+    mcp.store.create = store_create  # type: ignore[method-assign]
+    again = create(4, {"text": 42})  # ill-typed arguments: refused before they are validated
+    assert again.status_code == 429
+    assert again.json["error"]["data"]["limit"] == "rate"
+    assert asked == []
 
 
 def test_another_principal_cannot_use_a_legacy_session(make_mcp: Callable[..., Mcp]) -> None:
