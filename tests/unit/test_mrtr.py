@@ -272,3 +272,25 @@ def test_an_old_v1_state_naming_a_ref_is_refused(mcp: Mcp) -> None:
     forged = "v1." + "e30" + "." + ref  # the public ref in any wrapper is not a state
     reply = retry(mcp, "quick", {"x": 1}, forged, {"k": YES}, caps=ELICIT)
     assert reply.code() == (400, -32602)
+
+
+@pytest.mark.parametrize(
+    "inside",
+    [
+        {"kind": "other", "task": "x"},  # a kind this server never seals
+        {"kind": "sync", "task": 7},  # a running call's state without its task's id
+        {"kind": "pre", "answers": [], "jti": "j"},  # answers that are not an object
+        {"kind": "pre", "answers": {}},  # a gathering state that is not single-use
+    ],
+)
+def test_a_state_whose_inside_is_not_one_of_ours_is_refused(
+    mcp: Mcp, inside: dict[str, Any]
+) -> None:
+    """Each kind of state has one typed model (frontend.calls.state); a sealed body that fits
+    none is -32602, never read as the nearest kind."""
+    signer = RequestStateSigner(parse_secrets(mcp.settings.secret), 60)
+    state = signer.seal("anonymous", "tools/call", "echo", {"text": "a", "times": 1}, inside)
+    reply = retry(mcp, "echo", {"text": "a"}, state, {}, caps=ELICIT)
+    assert reply.code() == (400, -32602)
+    assert "not one this server gave" in reply.error["message"]
+    assert mcp.producer.enqueues == []  # nothing was created
