@@ -6,6 +6,8 @@
 - The report header names the redis-server binaries the tests start, with their versions.
 - When a test fails while process stacks (``tests.support.stacks.LiveStack``) are running, the
   tails of their process logs are attached to the failure report.
+- The suite runs in parallel, its tests that share a stack on one worker, the longest first;
+  the unit tests and the store's scripts are the ``quick`` tier (``tests.support.parallel``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from tests.support import parallel  # noqa: E402 (needs the path above)
+
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Which Redis the tests start: the stacks use the preferred one; the store's integration
@@ -34,6 +38,29 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     for name, binary in redis_servers_to_test().items():
         lines.append(f"redis ({name} store tests): {binary.describe() if binary else 'none'}")
     return lines
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    parallel.choose_workers(config)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> Generator[None]:
+    """Marks first (``-m quick`` deselects by them, xdist groups by them), then, for xdist's
+    scheduler, the longest units first."""
+    groups = parallel.group_names(items)  # before xdist adds "@group" to the nodeids
+    units = {id(item): groups.get(item.nodeid, item.nodeid) for item in items}
+    for item in items:
+        if parallel.is_quick(item):
+            item.add_marker(pytest.mark.quick)
+        if item.nodeid in groups and config.pluginmanager.hasplugin("xdist"):
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    yield
+    if parallel.distributed(config):
+        items[:] = parallel.longest_first(items, units)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
