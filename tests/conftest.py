@@ -45,22 +45,35 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     parallel.choose_workers(config)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    parallel.tell_worker(node)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return parallel.make_scheduler(config, log)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    parallel.forget_units(config)
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> Generator[None]:
-    """Marks first (``-m quick`` deselects by them, xdist groups by them), then, for xdist's
-    scheduler, the longest units first."""
-    groups = parallel.group_names(items)  # before xdist adds "@group" to the nodeids
-    units = {id(item): groups.get(item.nodeid, item.nodeid) for item in items}
+    """The ``quick`` mark first (``-m quick`` deselects by it); then, in an xdist worker, the
+    tests in their units (groups), the longest first, told to the scheduler."""
+    groups = parallel.group_names(items)
+    unit_of = {id(item): groups.get(item.nodeid, item.nodeid) for item in items}
     for item in items:
         if parallel.is_quick(item):
             item.add_marker(pytest.mark.quick)
-        if item.nodeid in groups and config.pluginmanager.hasplugin("xdist"):
-            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
     yield
-    if parallel.distributed(config):
-        items[:] = parallel.longest_first(items, units)
+    if parallel.is_worker(config):
+        items[:] = parallel.longest_first(items, unit_of)
+        parallel.publish_units(config, items, unit_of)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

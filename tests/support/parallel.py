@@ -11,40 +11,56 @@ The hooks that use this live in ``tests/conftest.py``; here is what they decide.
   own vhost (``tests.support.stacks``), so workers never share a server's state.
 - **Groups.** Session and module fixtures are set up once per *worker*: a test that uses one
   of the suite's shared stacks (any fixture of the test tree whose scope is wider than a test,
-  but those of :data:`PER_WORKER_FIXTURES`, cheap enough to start on every worker) is put in
-  the ``xdist_group`` of that stack, so that every test of one stack runs on one worker, one
-  after another, on one stack. A session fixture with parameters (the e2e stack on each pool
-  and broker) is one group per parameter set. Tests that share two such fixtures join their
-  groups into one.
-- **Order.** The scheduler (``--dist loadgroup``) hands out one group, or one ungrouped test,
-  at a time, in the order of the collection: the collection is ordered longest first
-  (:func:`estimated_s`), so that the end of the run is not one long group started last while
-  the other workers are idle.
+  but those of :data:`PER_WORKER_FIXTURES`, cheap enough to start on every worker) belongs to
+  the group of that stack, and a group runs on one worker, its tests one after another, on
+  one stack. A session fixture with parameters (the e2e stack on each pool and broker) is one
+  group per parameter set; tests that share two such fixtures join their groups into one; an
+  ``xdist_group`` mark names a group too.
+- **Order.** :class:`GroupScheduling` hands out one group, or one ungrouped test, at a time, in
+  the order of the collection, which is longest first (:func:`estimated_s`): the end of the
+  run is not one long group started last while the other workers are idle.
 - **quick.** The unit tests and the store's scripts on a real Redis
   (``tests/integration/test_store_*.py``) are marked ``quick``: ``pytest -m quick``.
+
+NOTE(xdist): xdist's own ``loadgroup`` learns a test's group from a suffix its workers add to
+the test's nodeid, which pytest 9.2's structured node ids ignore (the groups are silently lost).
+Here the workers write each test's group to a file the controller named instead
+(:func:`publish_units`), and the nodeids stay as they are.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
 from _pytest.config import Config
+from xdist.scheduler import LoadScopeScheduling
 
 #: xdist workers for a run of the whole suite (``-n`` overrides).
 DEFAULT_WORKERS = 4
 
 #: Fixtures wider than a test that every worker may set up for itself: cheap, and a group of
 #: their tests would be a long serial run (every store test shares ``redis_process``).
-PER_WORKER_FIXTURES = frozenset({"broker", "redis_process", "redis_client", "raw_client"})
+PER_WORKER_FIXTURES = frozenset({"broker", "pool", "redis_process", "redis_client", "raw_client"})
 
 QUICK_PATHS = ("tests/unit/", "tests/integration/test_store_")
 
+_UNITS_FILE = pytest.StashKey[Path]()
+_WORKER_KEY = "mcpq_units_file"
 
+
+# -- options (controller) ----------------------------------------------------------------------
 def choose_workers(config: Config) -> None:
     """Before xdist reads its options: the default workers for a run of the whole suite, and
-    ``loadgroup`` whenever tests are distributed and no ``--dist`` was chosen."""
+    ``loadgroup`` (served by :class:`GroupScheduling`) whenever tests are distributed and no
+    ``--dist`` was chosen."""
     if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
         return
     option = config.option
@@ -53,24 +69,56 @@ def choose_workers(config: Config) -> None:
         option.numprocesses = DEFAULT_WORKERS
     if option.numprocesses and option.dist == "no":
         option.dist = "loadgroup"
-    # The scheduler keeps the collection's order (longest first), not "most tests first".
-    option.loadscopereorder = False
 
 
-def distributed(config: Config) -> bool:
-    """Whether this process collects for xdist's scheduler (an xdist worker)."""
-    return hasattr(config, "workerinput")
+def tell_worker(node: Any) -> None:
+    """``pytest_configure_node``: where the worker writes the groups of the tests it collected."""
+    config = node.config
+    if _UNITS_FILE not in config.stash:
+        config.stash[_UNITS_FILE] = Path(tempfile.mkdtemp(prefix="mcpq-units-")) / "units.json"
+    node.workerinput[_WORKER_KEY] = str(config.stash[_UNITS_FILE])
 
 
+def forget_units(config: Config) -> None:
+    """``pytest_unconfigure``: the controller removes the units file's directory."""
+    if _UNITS_FILE in config.stash:
+        shutil.rmtree(config.stash[_UNITS_FILE].parent, ignore_errors=True)
+
+
+def make_scheduler(config: Config, log: Any) -> LoadScopeScheduling | None:
+    if config.getvalue("dist") != "loadgroup" or _UNITS_FILE not in config.stash:
+        return None
+    return GroupScheduling(config, log, config.stash[_UNITS_FILE])
+
+
+class GroupScheduling(LoadScopeScheduling):
+    """xdist's scope scheduling with our units as its scopes: each group whole to one worker,
+    each other test alone, in the order of the collection."""
+
+    def __init__(self, config: Config, log: Any, units_file: Path) -> None:
+        super().__init__(config, log)
+        self.units_file = units_file
+        self.units: dict[str, str] | None = None
+
+    def _split_scope(self, nodeid: str) -> str:
+        # Read once every worker has collected (the scheduler's first call comes after that).
+        if self.units is None:
+            self.units = json.loads(self.units_file.read_text())
+        return self.units.get(nodeid, nodeid)
+
+
+# -- collection (every process) ------------------------------------------------------------------
 def shared_fixture_keys(item: pytest.Item) -> list[tuple[int, str]]:
     """The shared fixtures (scope wider than a test, defined in the test tree) that the test
-    uses, one key per fixture *instance*: its name, where it is defined, and the parameters
-    of its scope or wider it was set up with. Each with its scope's rank (session first)."""
+    uses, one key per fixture *instance*: its name, where it is defined, and the parameters of
+    its scope or wider it was set up with; each with its scope's rank (session first). An
+    ``xdist_group`` mark is a key too."""
+    marks = item.iter_markers("xdist_group")
+    keys = [(0, f"xdist_group:{m.args[0] if m.args else m.kwargs.get('name')}") for m in marks]
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
-        return []
+        return keys
     callspec = getattr(item, "callspec", None)
-    keys = []
     for name in item.fixturenames:  # type: ignore[attr-defined]
         defs = info.name2fixturedefs.get(name)
         if not defs or name in PER_WORKER_FIXTURES:
@@ -119,8 +167,13 @@ def is_quick(item: pytest.Item) -> bool:
     return item.nodeid.startswith(QUICK_PATHS)
 
 
-#: Seconds a test takes, by where it lives (the longest prefix wins), measured on a 2-core
-#: machine; only the order of the run depends on them, so that they may be rough.
+def is_worker(config: Config) -> bool:
+    """Whether this process collects for the scheduler (an xdist worker)."""
+    return hasattr(config, "workerinput")
+
+
+#: Seconds a test takes, by where it lives (the longest prefix wins), measured on this 2-core
+#: machine; only the order of the run depends on them, so they may be rough.
 ESTIMATES = {
     "tests/unit/": 0.05,
     "tests/integration/": 0.1,
@@ -147,3 +200,14 @@ def longest_first(items: list[pytest.Item], unit_of: dict[int, str]) -> list[pyt
         units.setdefault(unit_of[id(item)], []).append(item)
     ordered = sorted(units.values(), key=lambda unit: -sum(map(estimated_s, unit)))
     return [item for unit in ordered for item in unit]
+
+
+def publish_units(config: Config, items: Sequence[pytest.Item], unit_of: dict[int, str]) -> None:
+    """Worker side: each collected test's unit (its group, or its own nodeid), for
+    :class:`GroupScheduling` in the controller (every worker collects the same; written whole,
+    then renamed into place)."""
+    target = Path(config.workerinput[_WORKER_KEY])  # type: ignore[attr-defined]
+    units = {item.nodeid: unit_of[id(item)] for item in items}
+    partial = target.with_name(f"{target.name}.{os.getpid()}")
+    partial.write_text(json.dumps(units))
+    os.replace(partial, target)
