@@ -59,6 +59,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     parallel.forget_units(config)
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    return True if parallel.outside_the_quick_tier(collection_path, config) else None
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]

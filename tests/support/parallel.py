@@ -167,6 +167,16 @@ def is_quick(item: pytest.Item) -> bool:
     return item.nodeid.startswith(QUICK_PATHS)
 
 
+def outside_the_quick_tier(path: Path, config: Config) -> bool:
+    """``pytest -m quick`` does not collect the test directories the tier takes nothing from
+    (importing them is most of a collection's time)."""
+    if config.option.markexpr.strip() != "quick" or not path.is_dir():
+        return False
+    parts = path.relative_to(config.rootpath).parts if path.is_relative_to(config.rootpath) else ()
+    tier_dirs = {p.split("/")[1] for p in QUICK_PATHS}
+    return len(parts) == 2 and parts[0] == "tests" and parts[1] not in tier_dirs
+
+
 def is_worker(config: Config) -> bool:
     """Whether this process collects for the scheduler (an xdist worker)."""
     return hasattr(config, "workerinput")
