@@ -182,17 +182,28 @@ def is_worker(config: Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-#: Seconds a test takes, by where it lives (the longest prefix wins), measured on this 2-core
-#: machine; only the order of the run depends on them, so they may be rough.
+#: Seconds a test takes, by where it lives (the longest prefix wins), as measured on this 2-core
+#: machine: a layer's usual test, and the modules far from it. Only the order of the run depends
+#: on them (a new module without its line is scheduled as its layer's usual test).
 ESTIMATES = {
     "tests/unit/": 0.05,
     "tests/integration/": 0.1,
-    "tests/e2e/": 3.0,
-    "tests/clients/": 5.0,
-    "tests/faults/": 25.0,
-    "tests/ops/": 5.0,
-    "tests/multihost/": 30.0,
+    "tests/integration/test_dev_": 5.0,
+    "tests/integration/test_worker_broker_unreachable.py": 5.0,
+    "tests/e2e/": 1.5,
+    "tests/e2e/test_mcpq_call_tty.py": 12.0,
+    "tests/e2e/test_operator_tasks_cli.py": 6.0,
+    "tests/e2e/test_payloads_at_rest.py": 12.0,
+    "tests/e2e/test_readme_client_on_dev.py": 12.0,
+    "tests/clients/": 6.0,
     "tests/conformance/": 60.0,
+    "tests/faults/": 15.0,
+    "tests/faults/test_faults_cluster.py": 60.0,
+    "tests/multihost/": 15.0,
+    "tests/ops/": 3.0,
+    "tests/ops/test_buildpack_install.py": 20.0,
+    "tests/ops/test_bench_": 40.0,
+    "tests/ops/test_bench_capacity.py": 100.0,
 }
 
 
