@@ -55,6 +55,20 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return parallel.make_scheduler(config, log)
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    parallel.start_clock(session.config)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    # Every phase's report (passed setups and teardowns are filed under ""), not warnings.
+    reports = [r for kept in terminalreporter.stats.values() for r in kept if hasattr(r, "when")]
+    lines = parallel.budget_lines(config, reports)
+    if lines:
+        terminalreporter.write_sep("-", "suite budget")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     parallel.forget_units(config)
 

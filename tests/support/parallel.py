@@ -2,9 +2,10 @@
 
 The hooks that use this live in ``tests/conftest.py``; here is what they decide.
 
-- **Workers.** A run of the whole suite (``pytest`` or ``pytest -m quick``: no paths given)
-  runs on :data:`DEFAULT_WORKERS` xdist workers, more than this machine's two cores, because
-  most of the suite waits on its stacks (leases expiring, sweeps, workers starting). ``-n N``
+- **Workers.** A run of the whole suite (``pytest``: no paths given) runs on
+  :data:`DEFAULT_WORKERS` xdist workers, more than this machine's two cores, because most of
+  the suite waits on its stacks (leases expiring, sweeps, workers starting); ``pytest -m quick``
+  on :data:`QUICK_WORKERS`. ``-n N``
   chooses; ``-n 0`` or ``-p no:xdist`` runs serially; a run of chosen paths stays serial
   unless ``-n`` is given (its ``-s`` output shows, and one module does not start its stack on
   several workers). Every stack starts its own redis-server on free ports and, on RabbitMQ, its
@@ -21,6 +22,8 @@ The hooks that use this live in ``tests/conftest.py``; here is what they decide.
   run is not one long group started last while the other workers are idle.
 - **quick.** The unit tests and the store's scripts on a real Redis
   (``tests/integration/test_store_*.py``) are marked ``quick``: ``pytest -m quick``.
+- **Budget.** A run of the whole suite ends with its wall time against :data:`BUDGET_S` and its
+  longest units (:func:`budget_lines`), so that a change that costs the suite shows where.
 
 NOTE(xdist): xdist's own ``loadgroup`` learns a test's group from a suffix its workers add to
 the test's nodeid, which pytest 9.2's structured node ids ignore (the groups are silently lost).
@@ -34,6 +37,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,16 +47,23 @@ import pytest
 from _pytest.config import Config
 from xdist.scheduler import LoadScopeScheduling
 
-#: xdist workers for a run of the whole suite (``-n`` overrides).
-DEFAULT_WORKERS = 4
+#: What a run of the whole suite may take on a 2-core machine (the README's test command).
+BUDGET_S = 600.0
 
-#: Fixtures wider than a test that every worker may set up for itself: cheap, and a group of
-#: their tests would be a long serial run (every store test shares ``redis_process``).
-PER_WORKER_FIXTURES = frozenset({"broker", "pool", "redis_process", "redis_client", "raw_client"})
+#: xdist workers for a run of the whole suite (``-n`` overrides): most of its tests wait on
+#: their stacks, so three per core (measured: 6 beat 4 by a third on 2 cores). The quick tier
+#: is computation, and runs best on two per core.
+DEFAULT_WORKERS = 6
+QUICK_WORKERS = 4
+
+#: Fixtures wider than a test that every worker may set up for itself: the session stack's
+#: parameters (a stack is one group per broker and pool, not one group of all).
+PER_WORKER_FIXTURES = frozenset({"broker", "pool"})
 
 QUICK_PATHS = ("tests/unit/", "tests/integration/test_store_")
 
 _UNITS_FILE = pytest.StashKey[Path]()
+_STARTED = pytest.StashKey[float]()
 _WORKER_KEY = "mcpq_units_file"
 
 
@@ -66,7 +77,8 @@ def choose_workers(config: Config) -> None:
     option = config.option
     whole_suite = config.args_source is Config.ArgsSource.TESTPATHS
     if option.numprocesses is None and whole_suite and not option.collectonly:
-        option.numprocesses = DEFAULT_WORKERS
+        quick = option.markexpr.strip() == "quick"
+        option.numprocesses = QUICK_WORKERS if quick else DEFAULT_WORKERS
     if option.numprocesses and option.dist == "no":
         option.dist = "loadgroup"
 
@@ -232,3 +244,27 @@ def publish_units(config: Config, items: Sequence[pytest.Item], unit_of: dict[in
     partial = target.with_name(f"{target.name}.{os.getpid()}")
     partial.write_text(json.dumps(units))
     os.replace(partial, target)
+
+
+# -- the budget (controller) ---------------------------------------------------------------------
+def start_clock(config: Config) -> None:
+    config.stash[_STARTED] = time.monotonic()
+
+
+def budget_lines(config: Config, reports: Sequence[Any], shown: int = 8) -> list[str]:
+    """For a run of the whole suite: its wall time against the budget, and the units (groups, or
+    single tests) whose tests took longest, setups and teardowns included."""
+    whole_suite = config.args_source is Config.ArgsSource.TESTPATHS
+    if is_worker(config) or not whole_suite or _STARTED not in config.stash:
+        return []
+    units: dict[str, str] = {}
+    if _UNITS_FILE in config.stash and config.stash[_UNITS_FILE].exists():
+        units = json.loads(config.stash[_UNITS_FILE].read_text())
+    took: dict[str, float] = defaultdict(float)
+    for report in reports:
+        took[units.get(report.nodeid, report.nodeid.split("::")[0])] += report.duration
+    elapsed = time.monotonic() - config.stash[_STARTED]
+    lines = [f"wall time {elapsed:.0f} s (budget {BUDGET_S:.0f} s on 2 cores); longest units:"]
+    for unit, seconds in sorted(took.items(), key=lambda kv: -kv[1])[:shown]:
+        lines.append(f"  {seconds:6.1f} s  {unit}")
+    return lines
