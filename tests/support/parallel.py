@@ -5,18 +5,17 @@ The hooks that use this live in ``tests/conftest.py``; here is what they decide.
 - **Workers.** A run of the whole suite (``pytest``: no paths given) runs on
   :data:`DEFAULT_WORKERS` xdist workers, more than this machine's two cores, because most of
   the suite waits on its stacks (leases expiring, sweeps, workers starting); ``pytest -m quick``
-  on :data:`QUICK_WORKERS`. ``-n N``
-  chooses; ``-n 0`` or ``-p no:xdist`` runs serially; a run of chosen paths stays serial
-  unless ``-n`` is given (its ``-s`` output shows, and one module does not start its stack on
-  several workers). Every stack starts its own redis-server on free ports and, on RabbitMQ, its
-  own vhost (``tests.support.stacks``), so workers never share a server's state.
+  on :data:`QUICK_WORKERS`. ``-n N`` chooses; ``-n 0`` or ``-p no:xdist`` runs serially; a run
+  of chosen paths stays serial unless ``-n`` is given (its ``-s`` output shows). Every stack
+  starts its own redis-server on free ports and, on RabbitMQ, its own vhost
+  (``tests.support.stacks``), so workers never share a server's state.
 - **Groups.** Session and module fixtures are set up once per *worker*: a test that uses one
-  of the suite's shared stacks (any fixture of the test tree whose scope is wider than a test,
-  but those of :data:`PER_WORKER_FIXTURES`, cheap enough to start on every worker) belongs to
-  the group of that stack, and a group runs on one worker, its tests one after another, on
-  one stack. A session fixture with parameters (the e2e stack on each pool and broker) is one
-  group per parameter set; tests that share two such fixtures join their groups into one; an
-  ``xdist_group`` mark names a group too.
+  of the suite's shared fixtures (any fixture of the test tree whose scope is wider than a
+  test, but the parameters of :data:`PER_WORKER_FIXTURES`) belongs to the group of that
+  fixture, and a group runs on one worker, its tests one after another in pytest's order, on
+  one stack (or one Redis, for a module of store tests). A fixture with parameters (the e2e
+  stack on each pool and broker) is one group per parameter set; tests that share two such
+  fixtures join their groups into one; an ``xdist_group`` mark names a group too.
 - **Order.** :class:`GroupScheduling` hands out one group, or one ungrouped test, at a time, in
   the order of the collection, which is longest first (:func:`estimated_s`): the end of the
   run is not one long group started last while the other workers are idle.
