@@ -11,7 +11,7 @@ The hooks that use this live in ``tests/conftest.py``; here is what they decide.
   (``tests.support.stacks``), so workers never share a server's state.
 - **Groups.** Session and module fixtures are set up once per *worker*: a test that uses one
   of the suite's shared fixtures (any fixture of the test tree whose scope is wider than a
-  test, but the parameters of :data:`PER_WORKER_FIXTURES`) belongs to the group of that
+  test, but those of :data:`PER_WORKER_FIXTURES`) belongs to the group of that
   fixture, and a group runs on one worker, its tests one after another in pytest's order, on
   one stack (or one Redis, for a module of store tests). A fixture with parameters (the e2e
   stack on each pool and broker) is one group per parameter set; tests that share two such
@@ -55,9 +55,13 @@ BUDGET_S = 600.0
 DEFAULT_WORKERS = 6
 QUICK_WORKERS = 4
 
-#: Fixtures wider than a test that every worker may set up for itself: the session stack's
-#: parameters (a stack is one group per broker and pool, not one group of all).
-PER_WORKER_FIXTURES = frozenset({"broker", "pool"})
+#: Fixtures wider than a test that every worker may set up for itself (``<where>::<name>``):
+#: the e2e session stack's parameters (that stack is one group per broker and pool, not one
+#: group of all), and the real-client layer's stack, so that its modules (each first installs
+#: its client: npm, a venv) run side by side, on a stack per worker, not one after another.
+PER_WORKER_FIXTURES = frozenset(
+    {"tests/e2e::broker", "tests/e2e::pool", "tests/clients::client_stack"}
+)
 
 QUICK_PATHS = ("tests/unit/", "tests/integration/test_store_")
 
@@ -132,10 +136,12 @@ def shared_fixture_keys(item: pytest.Item) -> list[tuple[int, str]]:
     callspec = getattr(item, "callspec", None)
     for name in item.fixturenames:  # type: ignore[attr-defined]
         defs = info.name2fixturedefs.get(name)
-        if not defs or name in PER_WORKER_FIXTURES:
+        if not defs:
             continue
         fixture = defs[-1]
         if fixture.scope == "function" or not fixture.baseid.startswith("tests"):
+            continue
+        if f"{fixture.baseid}::{name}" in PER_WORKER_FIXTURES:
             continue
         wide = fixture.scope in ("session", "package")
         where = fixture.baseid if wide else item.nodeid.split("::")[0]
