@@ -2,14 +2,17 @@
 
 The session stack (``ops.stack.Stack``, as a ``tests.support.stacks.LiveStack``) is a private
 redis-server, two web replicas (A and B, one gunicorn/uvicorn worker each) sharing it, and one
-Celery worker (concurrency 2; io, then cpu: every test runs on both pool kinds) on the ``mcpq``
-queue, started with the built-in tools plus
+Celery worker (concurrency 2) on the ``mcpq`` queue, started with the built-in tools plus
 ``tests.e2e.tools_fixture``. Tests talk to it with ``ops.mcp_client.McpClient``.
 
-Celery's broker is the stack's Redis, unless a test module names more brokers in ``BROKERS``
-(``tests.support.stacks.BROKERS``: the lifecycle modules): its tests then run on a stack whose
-broker is RabbitMQ too (a vhost of its own), skipped with the reason where RabbitMQ is not
-reachable.
+The worker's pool is ``io`` (threads, ``mcpq worker``'s default), unless a test module names
+more pools in ``POOLS`` (``tests.support.stacks.POOLS``: the modules whose tests exercise the
+worker's side, runs, cancels, waits for input, crashes): its tests then run on a ``cpu``
+(prefork) worker too. Celery's broker is the stack's Redis, unless a test module names more
+brokers in ``BROKERS`` (``tests.support.stacks.BROKERS``: the lifecycle modules): its tests then
+run on a stack whose broker is RabbitMQ too (a vhost of its own), skipped with the reason where
+RabbitMQ is not reachable. One stack per pool and broker serves every test of the session on
+them.
 """
 
 from __future__ import annotations
@@ -28,12 +31,15 @@ E2E_TOOLS = f"{DEFAULT_TOOLS},tests.e2e.tools_fixture"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every test on the session stack gets its broker: ``redis``, or each of the module's
-    ``BROKERS``. (Parametrized here rather than defaulted, so that all the tests on one broker
-    share one stack.)"""
+    """Every test on the session stack gets its broker (``redis``, or each of the module's
+    ``BROKERS``) and its pool (``io``, or each of the module's ``POOLS``). (Parametrized here
+    rather than defaulted, so that all the tests on one broker and pool share one stack.)"""
     if "broker" in metafunc.fixturenames:
         brokers = getattr(metafunc.module, "BROKERS", ("redis",))
         metafunc.parametrize("broker", brokers, indirect=True, scope="session")
+    if "pool" in metafunc.fixturenames:
+        pools = getattr(metafunc.module, "POOLS", ("io",))
+        metafunc.parametrize("pool", pools, indirect=True, scope="session")
 
 
 @pytest.fixture(scope="session")
@@ -45,15 +51,18 @@ def broker(request: pytest.FixtureRequest) -> str:
     return name
 
 
-@pytest.fixture(scope="session", params=["io", "cpu"])
-def stack(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, broker: str
-) -> Iterator[Stack]:
-    """The whole e2e layer runs twice: on an io worker (threads, the default) and on a cpu one
-    (prefork); the lifecycle modules on each broker too."""
-    workdir = tmp_path_factory.mktemp(f"e2e-stack-{broker}")
+@pytest.fixture(scope="session")
+def pool(request: pytest.FixtureRequest) -> str:
+    """The session stack worker's pool kind: ``io`` (threads) or ``cpu`` (prefork)."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory, broker: str, pool: str) -> Iterator[Stack]:
+    """One per broker and pool that the session's tests ask for."""
+    workdir = tmp_path_factory.mktemp(f"e2e-stack-{broker}-{pool}")
     running = LiveStack("e2e", workdir, tools=E2E_TOOLS, broker=broker)
-    running.start(webs=2, workers=1, pool=request.param)
+    running.start(webs=2, workers=1, pool=pool)
     yield running
     running.close()
 

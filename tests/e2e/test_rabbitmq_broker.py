@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 #: The session stack's tests run on both brokers (``tests/e2e/conftest.py``).
 BROKERS = stacks.BROKERS
+POOLS = stacks.POOLS  # and on both pool kinds: the worker's side differs
 
 METRICS_TOKEN = "broker-depths-metrics-token-7f1c"
 

@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 #: On both brokers (``tests/e2e/conftest.py``): Redis and RabbitMQ.
 BROKERS = stacks.BROKERS
+POOLS = stacks.POOLS  # and on both pool kinds: the worker's side differs
 
 
 def test_task_survives_a_worker_crash(client: McpClient, stack: Stack) -> None:

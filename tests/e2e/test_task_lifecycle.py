@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
 #: On both brokers (``tests/e2e/conftest.py``): Redis and RabbitMQ.
 BROKERS = stacks.BROKERS
+POOLS = stacks.POOLS  # and on both pool kinds: the worker's side differs
 
 ACK_KEYS = {"resultType", "_meta"}
 

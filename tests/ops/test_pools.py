@@ -71,10 +71,12 @@ def test_each_tool_runs_only_in_its_pool(
 def test_bulk_backlog_does_not_hold_up_the_default_pool(
     ops_stack: Stack, client: OpsClient
 ) -> None:
-    # The bulk pool has 2 slots: fill them and queue more behind them.
-    backlog = [client.create_task("bulk_job", {"seconds": 3.0})["taskId"] for _ in range(4)]
+    # The bulk pool has 2 slots: fill them and queue more behind them. The backlog would take a
+    # minute to drain (it is cancelled at the end): a loaded machine cannot end it before the
+    # quick task and `mcpq status` below have run.
+    backlog = [client.create_task("bulk_job", {"seconds": 30.0})["taskId"] for _ in range(4)]
     quick = client.create_task("slow_compute", {"seconds": 0.1})["taskId"]
-    client.wait_for_status(quick, "completed", timeout=3)
+    client.wait_for_status(quick, "completed", timeout=10)
     statuses = [client.task(t)["status"] for t in backlog]
     assert statuses == ["working"] * 4, statuses
 

@@ -24,6 +24,8 @@ from tests.support import rabbitmq
 
 #: The brokers the lifecycle and fault suites run on.
 BROKERS = ("redis", "rabbitmq")
+#: The worker pool kinds (``mcpq worker --pool``) the tests of the worker's side run on.
+POOLS = ("io", "cpu")
 
 # Short knobs: tests must not wait on production-sized timers.
 FAST_KNOBS = {

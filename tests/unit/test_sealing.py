@@ -112,16 +112,19 @@ def test_a_generated_entry_parses() -> None:
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
+        # The random keys' cases are named: the same ids in every xdist worker.
         ("", "MCPQ_DATA_KEYS is not set"),
         ("   ", "MCPQ_DATA_KEYS is not set"),
-        ("k1:" + b64url(KEY1[:16]), "MCPQ_DATA_KEYS is not a key"),
-        ("k1:" + KEY1.hex()[:62], "MCPQ_DATA_KEYS is not a key"),
+        pytest.param("k1:" + b64url(KEY1[:16]), "MCPQ_DATA_KEYS is not a key", id="short-key"),
+        pytest.param("k1:" + KEY1.hex()[:62], "MCPQ_DATA_KEYS is not a key", id="hex-key"),
         ("k1:not base64 at all!!", "MCPQ_DATA_KEYS is not a key"),
         ("k1:" + b64url(bytes(32)), "MCPQ_DATA_KEYS is not random"),
-        ("bad.id:" + b64url(KEY1), "key id"),
-        (f"k1:{b64url(KEY1)},,", "MCPQ_DATA_KEYS entry 2 is empty"),
-        (f"k1:{b64url(KEY1)},k2:short", "MCPQ_DATA_KEYS entry 2 is not a key"),
-        (f"plaintext,k1:{b64url(KEY1)}", "stands alone"),
+        pytest.param("bad.id:" + b64url(KEY1), "key id", id="bad-id"),
+        pytest.param(f"k1:{b64url(KEY1)},,", "MCPQ_DATA_KEYS entry 2 is empty", id="empty-2nd"),
+        pytest.param(
+            f"k1:{b64url(KEY1)},k2:short", "MCPQ_DATA_KEYS entry 2 is not a key", id="short-2nd"
+        ),
+        pytest.param(f"plaintext,k1:{b64url(KEY1)}", "stands alone", id="plaintext-and-key"),
     ],
 )
 def test_a_malformed_value_is_one_line_naming_the_setting(raw: str, message: str) -> None:
