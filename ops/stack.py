@@ -3,10 +3,11 @@
 `Stack` owns a private redis-server on a free loopback port (`RedisProcess`: never the shared
 one), web processes (``python -m ops.cli web``, or gunicorn serving another ASGI app), Celery
 workers (``celery worker`` itself, or ``mcpq worker`` as the Procfile runs it), Flower and any
-other child a caller spawns. Every child leads its own process group, writes its output to a log
-file in the stack's directory, and is stopped by signalling its group (SIGTERM, then SIGKILL),
-never by name. `Stack.close` stops everything and returns what is still alive afterwards (nothing,
-when all went well): every process a child was seen to fork, every redis-server it started.
+other child a caller spawns. Its children are kept by `ops.child_processes.ChildProcesses`
+(each leads its own process group with a log file in the stack's directory, and is stopped by
+signalling its group, never by name). `Stack.close` stops everything and returns what is still
+alive afterwards (nothing, when all went well): every process a child was seen to fork, every
+redis-server it started.
 
 Children get the caller's environment without ``MCPQ_*``, ``REDIS_URL``,
 ``CELERY_BROKER_URL``, ``PORT`` and ``WEB_CONCURRENCY``, then the private Redis, one fresh
@@ -24,43 +25,30 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
-import shutil
-import signal
 import sys
-import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import IO, Self, TypeVar
+from typing import IO, Self
 
 import httpx
 
 from ops import commands
+from ops.child_processes import ChildProcesses
 from ops.children import REPO, Child, StackError
-from ops.processes import (
-    free_port,
-    pid_alive,
-    signal_group,
-    stop_groups,
-    wait_until,
-)
+from ops.processes import free_port, pid_alive, wait_until
 from ops.redis_binary import IN_MEMORY_ARGS, RedisProcess
 from shared.sealing import new_data_key
 from shared.settings import DEFAULT_TOOLS, Settings
 from shared.store import StatsSnapshot, TaskStore, open_store
 
-START_TIMEOUT_S = 45.0
-STOP_TIMEOUT_S = 10.0
 _PORT_RACE_RETRIES = 3
 _STRIPPED_ENV = {"REDIS_URL", "CELERY_BROKER_URL", "PORT", "WEB_CONCURRENCY"}
 _STORE_KNOBS = {"MCPQ_KEY_PREFIX", "MCPQ_STORE_SHARDS", "MCPQ_REDIS_CLUSTER"}
 
-T = TypeVar("T")
 
-
-class Stack:
+class Stack(ChildProcesses):
     """redis-server + web process(es) + Celery worker(s) + extras, all owned by this object.
 
     ``env``: knobs for every child (``MCPQ_LEASE_S``...); ``redis_args``: redis-server's
@@ -81,11 +69,9 @@ class Stack:
         broker_url: str = "",
         store_url: str = "",
     ) -> None:
-        self.name = name
+        super().__init__(name, workdir)
         self.broker_url = broker_url
         self.store_url = store_url
-        self.workdir = workdir
-        self.workdir.mkdir(parents=True, exist_ok=True)
         self.tools = tools
         self.knobs = dict(env or {})
         self.redis_args = tuple(redis_args)
@@ -93,18 +79,10 @@ class Stack:
         #: The stack's data key (payloads sealed at rest); a knob or override may replace it.
         self.data_keys = new_data_key()
         self.redis_server: RedisProcess | None = None
-        self.webs: list[Child] = []
-        self.web_urls: list[str] = []
-        self.workers: list[Child] = []
-        self.extras: list[Child] = []
-        self.stopped: list[Child] = []
         self.flower_url = ""
         self._redis_log: IO[bytes] | None = None
         self._redis_pids: list[int] = []
-        self._metric_dirs: set[str] = set()
         self._store: TaskStore | None = None
-        self._names: Counter[str] = Counter()
-        self._numbers: Counter[str] = Counter()
         self._nodes = itertools.count(1)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -130,13 +108,7 @@ class Stack:
     def close(self) -> dict[str, list[int]]:
         """Stop every process group, then Redis; returns the pids still alive afterwards by
         child name (``redis`` for redis-servers), which should be none."""
-        self.remember_metric_dirs()
-        children = self.webs + self.workers + self.extras
-        for child in children:
-            child.remember_descendants()
-        stop_groups([c.popen for c in children], timeout=STOP_TIMEOUT_S)
-        self.stopped.extend(children)
-        self.webs, self.web_urls, self.workers, self.extras = [], [], [], []
+        self._stop_running()
         if self._store is not None:
             # Its counts written while its Redis is still up (else lost, and said so at exit).
             self._store.close()
@@ -146,8 +118,7 @@ class Stack:
         if self._redis_log is not None:
             self._redis_log.close()
             self._redis_log = None
-        self._remove_metric_dirs()
-        left = {c.name: pids for c in self.stopped if (pids := c.leftovers())}
+        left = self._left_behind()
         if redis_left := [pid for pid in self._redis_pids if pid_alive(pid)]:
             left["redis"] = redis_left
         return left
@@ -220,23 +191,6 @@ class Stack:
         """Start an extra child (``env``: default `child_env()`); `close` stops it too."""
         child = self._spawn(name, argv, self.child_env() if env is None else env)
         self.extras.append(child)
-        return child
-
-    def _spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str]) -> Child:
-        self._names[name] += 1
-        if self._names[name] > 1:  # a second child of that name: a log file of its own
-            name = f"{name}-{self._names[name]}"
-        return Child(f"{self.name}/{name}", argv, env, self.workdir / f"{name}.log")
-
-    def _numbered(self, kind: str) -> str:
-        """``web0``, ``web1``...: one name per child of that kind ever started."""
-        self._numbers[kind] += 1
-        return f"{kind}{self._numbers[kind] - 1}"
-
-    def _ready(self, child: Child, probe: Callable[[], object], what: str) -> Child:
-        child.wait_for(probe, f"{what} of {child.name}", START_TIMEOUT_S, interval=0.05)
-        child.remember_descendants()
-        self._remember_metric_dir(child)
         return child
 
     def start_web(self, *, app: str | None = None, **env: str) -> str:
@@ -328,10 +282,7 @@ class Stack:
         """Flower on a free loopback port, its API open (auth is off); returns its base URL."""
         for _attempt in range(_PORT_RACE_RETRIES):
             port = free_port()
-            argv = [
-                sys.executable, "-m", "celery", "-A", commands.CELERY_APP, "flower",
-                f"--port={port}", "--address=127.0.0.1",
-            ]  # fmt: skip
+            argv = commands.flower_command(port=port, address="127.0.0.1")
             env = self.child_env(FLOWER_UNAUTHENTICATED_API="true")
             child = self.spawn(self._numbered("flower"), argv, env)
             base = f"http://127.0.0.1:{port}"
@@ -352,89 +303,10 @@ class Stack:
         """The MCP endpoint of web process ``index``."""
         return f"{self.web_urls[index]}/mcp"
 
-    def dead(self) -> list[str]:
-        """Names of the running children that exited by themselves (none should)."""
-        return [c.name for c in self.webs + self.workers + self.extras if not c.alive]
-
     def worker_that_received(self, tool: str, ref: str) -> list[Child]:
         """Live workers whose log shows Celery received a message for this task."""
         needle = f"Task {tool}[{ref}] received"
         return [w for w in self.workers if needle in w.log()]
-
-    # -- stopping and crashing ------------------------------------------------------------------
-    def _stop(self, children: list[Child]) -> None:
-        self.remember_metric_dirs()
-        for child in children:
-            child.remember_descendants()
-        stop_groups([c.popen for c in children], timeout=STOP_TIMEOUT_S)
-        self.stopped.extend(children)
-
-    def stop_child(self, child: Child) -> None:
-        """Stop one child's process group now (its leftovers are still checked at close)."""
-        self._stop([child])
-        if child in self.webs:
-            self.web_urls.pop(self.webs.index(child))
-            self.webs.remove(child)
-        for group in (self.workers, self.extras):
-            if child in group:
-                group.remove(child)
-
-    def kill_group(self, child: Child, sig: int = signal.SIGKILL) -> float:
-        """Signal every process of ``child``'s group at once (main process and pool children);
-        returns the ``time.monotonic()`` of the signal. The child stays listed until `reap` or
-        `stop_child` takes it out."""
-        child.remember_descendants()
-        at = time.monotonic()
-        assert signal_group(child.pgid, sig), f"{child.name} is already gone"
-        return at
-
-    def kill_child(self, child: Child) -> float:
-        """SIGKILL the child's whole group (a crash), then reap it; returns when it was killed."""
-        at = self.kill_group(child)
-        self.stop_child(child)
-        return at
-
-    def reap(self, child: Child, timeout: float = 30.0) -> None:
-        """Wait until the group of ``child`` has exited by itself, then file it as stopped."""
-        wait_until(
-            lambda: not child.leftovers(),
-            timeout=timeout,
-            interval=0.05,
-            message=f"{child.name} to exit",
-        )
-        self.stop_child(child)
-
-    # -- logs -----------------------------------------------------------------------------------
-    def tails(self, lines: int = 40) -> str:
-        parts = []
-        for child in self.webs + self.workers + self.extras + self.stopped:
-            parts.append(f"----- {child.name} ({child.log_path}) -----\n{child.tail(lines)}")
-        return "\n".join(parts)
-
-    def all_logs(self) -> dict[str, str]:
-        """Every log file of the stack (web, workers, Flower, redis...), by file name."""
-        return {
-            path.name: path.read_text(encoding="utf-8", errors="replace")
-            for path in sorted(self.workdir.glob("*.log"))
-        }
-
-    # -- prometheus-client directories ----------------------------------------------------------
-    def remember_metric_dirs(self) -> None:
-        """Note the ``PROMETHEUS_MULTIPROC_DIR`` of each running child: `close` removes those
-        that ``mcpq web|worker`` made in the temporary directory (they never remove them)."""
-        for child in self.webs + self.workers + self.extras:
-            self._remember_metric_dir(child)
-
-    def _remember_metric_dir(self, child: Child) -> None:
-        if found := multiproc_dir(child.popen.pid):
-            self._metric_dirs.add(found)
-
-    def _remove_metric_dirs(self) -> None:
-        tmp = os.path.realpath(tempfile.gettempdir())
-        for path in self._metric_dirs:
-            real = os.path.realpath(path)
-            if real.startswith(tmp + os.sep) and os.path.basename(real).startswith("mcpq-"):
-                shutil.rmtree(real, ignore_errors=True)
 
     # -- reads through the store --------------------------------------------------------------
     def store(self) -> TaskStore:
@@ -470,16 +342,3 @@ def http_ok(url: str) -> bool:
         return httpx.get(url, timeout=1.0).status_code == 200
     except httpx.HTTPError:
         return False
-
-
-def multiproc_dir(pid: int) -> str | None:
-    """``PROMETHEUS_MULTIPROC_DIR`` of a running process (``mcpq web|worker`` make one)."""
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return None
-    for entry in raw.split(b"\0"):
-        name, _, value = entry.partition(b"=")
-        if name == b"PROMETHEUS_MULTIPROC_DIR":
-            return value.decode()
-    return None

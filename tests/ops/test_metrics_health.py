@@ -17,8 +17,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ops.metric_dirs import multiproc_dir
 from ops.processes import free_port, wait_until
-from ops.stack import REPO, multiproc_dir
+from ops.stack import REPO
 from tests.ops.ops_harness import OPS_TOOLS, OpsClient
 from tests.support.stacks import FAST_KNOBS, LiveStack
 

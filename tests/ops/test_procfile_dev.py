@@ -28,6 +28,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ops.metric_dirs import multiproc_dir
 from ops.processes import (
     descendant_pids,
     free_port,
@@ -38,7 +39,7 @@ from ops.processes import (
     wait_until,
 )
 from ops.redis_binary import IN_MEMORY_ARGS, RedisProcess
-from ops.stack import REPO, Child, multiproc_dir
+from ops.stack import REPO, Child
 from shared.request_state import new_secret
 from shared.sealing import new_data_key
 from shared.store import task_ref

@@ -27,7 +27,7 @@ from rich.file_proxy import FileProxy
 from rich.live import Live
 
 from mcpq.client import Task
-from ops import call
+from ops import call_follow, call_output
 
 TASK_ID = "task-1"
 #: Reads before the scripted task completes by itself: a Ctrl-C that never reaches the loop
@@ -87,13 +87,13 @@ class InlinePortal:
 
 
 def follow(task: ScriptedTask, screen: io.StringIO | None = None) -> int:
-    """`_follow` on the scripted task; a Ctrl-C that escapes it fails the test (rather than
+    """`follow` on the scripted task; a Ctrl-C that escapes it fails the test (rather than
     stopping the test run)."""
     terminal = screen is not None
     ui = Console(file=screen or io.StringIO(), force_terminal=terminal, highlight=False, width=80)
     args = argparse.Namespace(output="json", sampling_command=None)
     try:
-        return call._follow(InlinePortal(task), None, ui, TASK_ID, args)  # type: ignore[arg-type]
+        return call_follow.follow(InlinePortal(task), None, ui, TASK_ID, args)  # type: ignore[arg-type]
     except KeyboardInterrupt:
         pytest.fail("a Ctrl-C escaped the follow loop")
 
@@ -138,7 +138,7 @@ def test_first_ctrl_c_cancels_and_the_loop_waits_for_cancelled(
 ) -> None:
     task = ScriptedTask(press_on={"get": {2}})
     screen = io.StringIO()
-    assert follow(task, screen) == call.EXIT_CANCELLED
+    assert follow(task, screen) == call_output.EXIT_CANCELLED
     assert task.requests["cancel"] == 1
     assert "cancelling the task… (Ctrl-C again to detach)" in screen.getvalue()
     assert printed_object(capsys) == {
@@ -155,7 +155,7 @@ def test_second_ctrl_c_while_the_cancel_is_sent_detaches(
     """The old loop handled the first press in an ``except KeyboardInterrupt`` block; a second
     press landing there, while ``tasks/cancel`` was in flight, escaped it: no detach, no taskId."""
     task = ScriptedTask(press_on={"get": {2}, "cancel": {1}})
-    assert follow(task) == call.EXIT_DETACHED
+    assert follow(task) == call_output.EXIT_DETACHED
     captured = capsys.readouterr()
     assert json.loads(captured.out) == {"taskId": TASK_ID, "status": "detached"}
     assert f"detached; the task goes on: {TASK_ID}" in captured.err
@@ -168,7 +168,7 @@ def test_ctrl_c_reaches_the_loop_when_sigint_was_blocked(
     while the task ran to its end."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     task = ScriptedTask(press_on={"get": {2}})
-    assert follow(task) == call.EXIT_CANCELLED
+    assert follow(task) == call_output.EXIT_CANCELLED
     assert printed_object(capsys)["status"] == "cancelled"
     assert signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())  # blocked again
     assert signal.SIGINT not in signal.sigpending()
@@ -183,7 +183,7 @@ def test_ctrl_c_reaches_the_loop_when_a_launcher_left_sigint_ignored(
     SIGINT while its child runs; a test run started in the background by a shell)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     task = ScriptedTask(press_on={"get": {2}})
-    assert follow(task) == call.EXIT_CANCELLED
+    assert follow(task) == call_output.EXIT_CANCELLED
     assert printed_object(capsys)["status"] == "cancelled"
     assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
 
@@ -195,7 +195,7 @@ def test_a_background_job_keeps_sigint_ignored(capsys: pytest.CaptureFixture[str
     the terminal's Ctrl-C is for the foreground job."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     task = ScriptedTask(press_on={"get": {2}})
-    assert follow(task) == call.EXIT_COMPLETED
+    assert follow(task) == call_output.EXIT_COMPLETED
     assert task.requests["cancel"] == 0
     assert printed_object(capsys)["status"] == "completed"
 
@@ -208,10 +208,10 @@ def test_ctrl_c_in_a_prompt_interrupts_it_and_cancels(
         time.sleep(10)  # a line that never comes: only the press can end the prompt
         raise AssertionError("the prompt was not interrupted")
 
-    monkeypatch.setattr(call, "ask_form", prompt_left_waiting)
+    monkeypatch.setattr(call_follow, "ask_form", prompt_left_waiting)
     task = ScriptedTask(press_on={}, status="input_required")
     began = time.monotonic()
-    assert follow(task) == call.EXIT_CANCELLED
+    assert follow(task) == call_output.EXIT_CANCELLED
     assert time.monotonic() - began < 5
     assert task.requests == Counter({"get": 2, "cancel": 1})
     assert printed_object(capsys)["status"] == "cancelled"
@@ -230,7 +230,7 @@ def test_the_terminal_is_restored_when_ctrl_c_lands_as_the_display_stops(
 
     monkeypatch.setattr(Live, "stop", stop_as_ctrl_c_is_pressed)
     screen = io.StringIO()
-    assert follow(ScriptedTask(press_on={}), screen) == call.EXIT_COMPLETED
+    assert follow(ScriptedTask(press_on={}), screen) == call_output.EXIT_COMPLETED
     shown = screen.getvalue()
     assert shown.rfind("\x1b[?25h") > shown.rfind("\x1b[?25l")  # the cursor shown again
     assert not isinstance(sys.stdout, FileProxy)
