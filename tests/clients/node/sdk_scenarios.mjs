@@ -432,7 +432,17 @@ async function scenarioAbort({ client }, args) {
   report.cancelledSeen = await waitForLine(args.markerPath, 'cancelled', args.waitCancelledMs ?? 5000);
   report.cancelledAfterMs = report.cancelledSeen ? Date.now() - abortedAt : null;
   report.markerAtEnd = readMarker(args.markerPath);
-  const sent = report.http.find(e => (e.sent ?? '').startsWith('notifications/cancelled'));
+  // The SDK's notifications/cancelled is a POST of its own, which closing the transport would
+  // abort: wait (bounded) until the server has answered it, so the report shows what the server
+  // said, not how fast this script closed after the run stopped.
+  const isCancel = e => (e.sent ?? '').startsWith('notifications/cancelled');
+  const answeredBy = Date.now() + (args.waitCancelledMs ?? 5000);
+  while (Date.now() < answeredBy) {
+    const pending = report.http.find(isCancel);
+    if (pending && (pending.status !== undefined || pending.end !== undefined)) break;
+    await sleep(20);
+  }
+  const sent = report.http.find(isCancel);
   report.cancelNotification = sent ? { status: sent.status ?? null, end: sent.end ?? null } : null;
   report.callStream = report.http.find(e => (e.sent ?? '').startsWith('tools/call')) ?? null;
 }
