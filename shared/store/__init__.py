@@ -38,10 +38,10 @@ if TYPE_CHECKING:
     from shared.store.admin import TaskAdmin, open_admin
     from shared.store.aio import AsyncTaskStore
     from shared.store.api_keys import ApiKeyLookup
+    from shared.store.async_wakeups import AsyncWatch as Watch
     from shared.store.clients import open_store, open_web_store
     from shared.store.listing import Listed, Position, TaskListing
     from shared.store.sync import TaskStore
-    from shared.store.wakeups import AsyncWatch as Watch
     from shared.store.web import WebStore, web_store
 
 #: The names imported on first use, by the module they live in.
@@ -49,10 +49,10 @@ _ON_FIRST_USE = {
     "shared.store.admin": ("TaskAdmin", "open_admin"),
     "shared.store.aio": ("AsyncTaskStore",),
     "shared.store.api_keys": ("ApiKeyLookup",),
+    "shared.store.async_wakeups": ("AsyncWatch",),
     "shared.store.clients": ("open_store", "open_web_store"),
     "shared.store.listing": ("Listed", "Position", "TaskListing"),
     "shared.store.sync": ("TaskStore",),
-    "shared.store.wakeups": ("AsyncWatch",),
     "shared.store.web": ("WebStore", "web_store"),
 }
 _HOME = {name: module for module, names in _ON_FIRST_USE.items() for name in names}

@@ -19,12 +19,12 @@ import redis.asyncio as aioredis
 
 from shared.store import client_calls
 from shared.store.async_driver import AsyncDriver
+from shared.store.async_wakeups import AsyncWakeups, AsyncWatch
 from shared.store.keyspace import Keys
 from shared.store.payloads import PLAIN, Payloads
 from shared.store.plans import Plan
 from shared.store.tally import StatsTally
 from shared.store.task_plans import TaskPlans
-from shared.store.wakeups import AsyncWakeups, AsyncWatch
 
 P = ParamSpec("P")
 T = TypeVar("T")

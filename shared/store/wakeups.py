@@ -18,23 +18,19 @@ wake-up (several changes, or a reconnection, which wakes everyone) costs one rea
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
 import select
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import redis
-import redis.asyncio as aioredis
 
-from shared.errors import StoreUnavailable
 from shared.store.keyspace import Keys
-from shared.store.redis_errors import store_errors
 
 log = logging.getLogger("mcpq.store")
 
@@ -204,151 +200,3 @@ class Wakeups:
             self._to_subscribe = set(channels)
             self._to_unsubscribe.clear()
         return self._client.pubsub()  # type: ignore[no-untyped-call]
-
-
-# -- the web tier: asyncio ----------------------------------------------------------------------
-QUEUE_BOUND = 1024
-"""Changes queued for one watcher at most; past it the oldest are dropped (a watcher re-reads
-its tasks on a timer too, and a change only says "read again")."""
-
-
-class AsyncWatch:
-    """The changes of the watched tasks, as refs, one at a time."""
-
-    def __init__(self) -> None:
-        self.changes: asyncio.Queue[str] = asyncio.Queue(QUEUE_BOUND)
-
-    def push(self, task_key: str) -> None:
-        if self.changes.full():
-            self.changes.get_nowait()
-        self.changes.put_nowait(task_key)
-
-    async def next(self, timeout_s: float) -> str | None:
-        """The ref of the next changed task, or ``None`` when ``timeout_s`` passed quietly."""
-        if timeout_s <= 0:
-            return None
-        try:
-            key = await asyncio.wait_for(self.changes.get(), timeout_s)
-        except TimeoutError:
-            return None
-        return Keys.ref_of(key)  # the task key (of whichever shard) -> its ref
-
-
-class AsyncWakeups:
-    """One pub/sub connection per web process for every watch (sync calls waiting for their
-    run, ``tasks/result``, ``subscriptions/listen``, a session's GET stream), so the number of
-    Redis connections does not grow with the number of waiting requests.
-
-    One reader task reads the connection; watches subscribe on it (writes do not interleave:
-    redis-py writes each command whole) and wait until the reader saw Redis confirm, because
-    the caller reads the task's state next and no change may fall in between.
-    """
-
-    def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
-        self._client, self._keys = client, keys
-        self._pubsub: Any = None
-        self._watches: dict[str, set[AsyncWatch]] = {}
-        self._confirm: dict[str, asyncio.Future[None]] = {}
-        self._reader: asyncio.Task[None] | None = None
-
-    @contextlib.asynccontextmanager
-    async def watch(self, channels: Sequence[str]) -> AsyncIterator[AsyncWatch]:
-        watch = AsyncWatch()
-        new: list[str] = []
-        for channel in dict.fromkeys(channels):
-            watches = self._watches.setdefault(channel, set())
-            if not watches:
-                new.append(channel)
-            watches.add(watch)
-        try:
-            if new:
-                await self._subscribe(new)
-            yield watch
-        finally:
-            gone = []
-            for channel in dict.fromkeys(channels):
-                watches = self._watches.get(channel, set())
-                watches.discard(watch)
-                if not watches:
-                    self._watches.pop(channel, None)
-                    gone.append(channel)
-            if gone and self._pubsub is not None:
-                with contextlib.suppress(Exception):  # a broken connection is rebuilt anyway
-                    await self._pubsub.unsubscribe(*gone)
-
-    async def aclose(self) -> None:
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._reader
-        if self._pubsub is not None:
-            with contextlib.suppress(Exception):
-                await self._pubsub.aclose()
-        self._reader = self._pubsub = None
-
-    async def _subscribe(self, channels: list[str]) -> None:
-        loop = asyncio.get_running_loop()
-        waits = []
-        for channel in channels:
-            future = self._confirm.get(channel)
-            if future is None or future.done():
-                future = loop.create_future()
-                self._confirm[channel] = future
-            waits.append(future)
-        if self._pubsub is None:
-            self._pubsub = self._client.pubsub()
-        with store_errors():
-            await self._pubsub.subscribe(*channels)
-        self._start()  # after the first subscribe: a pub/sub with none cannot be read
-        try:
-            # Redis confirms in order on this connection; the reader resolves the futures.
-            await asyncio.wait_for(asyncio.gather(*waits), MAX_CONFIRM_S)
-        except TimeoutError:
-            raise StoreUnavailable() from None
-
-    def _start(self) -> None:
-        if self._reader is None or self._reader.done():
-            self._reader = asyncio.get_running_loop().create_task(self._read(), name="mcpq-watch")
-
-    async def _read(self) -> None:
-        while True:
-            if not self._watches and not self._confirm:
-                return  # nothing to read for: the next watch starts a reader again
-            try:
-                message = await self._pubsub.get_message(timeout=1.0)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # Redis away: everyone reads again; then a new connection
-                log.warning("watch connection lost; resubscribing")
-                await self._rebuild()
-                continue
-            if message is not None:
-                self._deliver(message)
-
-    def _deliver(self, message: dict[str, Any]) -> None:
-        channel = str(message.get("channel"))
-        kind = message.get("type")
-        if kind == "subscribe":
-            future = self._confirm.pop(channel, None)
-            if future is not None and not future.done():
-                future.set_result(None)
-        elif kind == "message":
-            for watch in list(self._watches.get(channel, ())):
-                watch.push(str(message.get("data")))
-
-    async def _rebuild(self) -> None:
-        """A new connection, subscribed to every watched channel. Changes published meanwhile
-        are lost: every watcher also reads its tasks again on a timer (``frontend.streams``)."""
-        with contextlib.suppress(Exception):
-            await self._pubsub.aclose()
-        await asyncio.sleep(0.5)
-        self._pubsub = self._client.pubsub()
-        channels = list(self._watches)
-        if channels:
-            with contextlib.suppress(Exception):
-                await self._pubsub.subscribe(*channels)
-
-
-MAX_CONFIRM_S = 5.0
-"""How long a watch waits for Redis to confirm its subscription before the request fails
-(503: the store is unavailable)."""
