@@ -7,6 +7,7 @@ framework-free requests and replies (``frontend.http_messages``).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,10 +18,13 @@ from frontend.endpoint import McpEndpoint
 from frontend.http_messages import ClientGone, HttpRequest
 from frontend.services import DISCONNECTED
 from shared import jsonutil
+from shared.errors import new_error_id
 
 #: Seconds a client is told to wait after a 503 (the task store, or a key set, is unreachable):
 #: long enough for a Redis restart or failover, short enough that nothing waits needlessly.
 RETRY_AFTER_S = b"2"
+
+log = logging.getLogger("mcpq.web")
 
 
 class McpResource:
@@ -75,6 +79,10 @@ async def _sse(
     try:
         async for message in messages:
             yield None if message is None else falcon.asgi.SSEvent(data=jsonutil.dumpb(message))
+    except Exception:
+        # A stream's status line is sent: nothing can reach the client now but the end of the
+        # stream. Our log gets the traceback under an error id, as for any unexpected error.
+        log.exception("stream failed", extra={"error_id": new_error_id()})
     finally:
         # Falcon stops iterating when the client goes away; closing the source runs its
         # cleanup now (a call's stream stops its run), not whenever it is collected.

@@ -16,6 +16,8 @@ message and at least every keep-alive interval, so a lost message delays, never 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -33,6 +35,7 @@ from shared.store import TaskRecord, TaskStatus
 from shared.tools import missing_capabilities
 from shared.wire import Result
 
+log = logging.getLogger("mcpq.web")
 Events = AsyncIterator[Message | None]
 #: The status message of a call cancelled by ``notifications/cancelled``: its stream then ends
 #: without a response (the spec: a cancelled request gets none).
@@ -127,6 +130,7 @@ class _Follower:
         spec = self.spec
         if spec.gone is not None:
             spec.gone.watch()  # this request waits: its client's leaving must be seen
+        failed: McpError | None = None
         try:
             # Marked watched by the first read (_step), not by a round trip of its own.
             async with self.services.tasks.watch([spec.task_id], mark=False) as watch:
@@ -139,11 +143,21 @@ class _Follower:
                         yield message
                     if self.ended or (spec.gone is not None and spec.gone.is_set()):
                         return
+        except McpError as exc:
+            # The store went away (503), or the task with it, after the reply had begun: a
+            # stream's status line is sent already, so the error is its last message (a JSON
+            # reply raises it: ``settle``). Never an exception out of a started stream.
+            failed = exc
         finally:
             if not self.ended and spec.abandon is not None:
-                # The stream ended before the task did (the client went away, or the stream
-                # was closed under us): the spec makes that a cancellation of this request.
-                await asyncio.shield(spec.abandon("the client disconnected"))
+                # The stream ended before the task did (the client went away, the stream was
+                # closed under us, the store failed it): the spec makes that a cancellation of
+                # this request. Best effort: the store may be away for this too.
+                reason = "the task store was unavailable" if failed else "the client disconnected"
+                with contextlib.suppress(McpError):
+                    await asyncio.shield(spec.abandon(reason))
+        if failed is not None:
+            yield self.answer(error=failed)
 
     async def _step(self) -> Events:
         """Read the task and send what is new: progress, input requests, or the end."""
@@ -249,6 +263,24 @@ async def watch_stream(
     (one that ended already is reported too; it is read after subscribing, so no change falls in
     between), then one rendered message per change, keep-alives when quiet, until the client
     leaves, ``alive()`` (asked at each keep-alive) says no, or ``MCPQ_STREAM_MAX_S`` passes."""
+    try:
+        async for message in _watched(services, watching, render, first, snapshot, gone, alive):
+            yield message
+    except McpError:
+        # The store went away after the stream began: it ends, and its client listens again
+        # (a notification stream has no response to carry an error).
+        log.warning("a notification stream ended: the task store failed it")
+
+
+async def _watched(
+    services: Services,
+    watching: AbstractAsyncContextManager[Changes],
+    render: Render,
+    first: list[Message] | None,
+    snapshot: list[str] | None,
+    gone: ClientGone | None,
+    alive: Callable[[], Awaitable[bool]] | None,
+) -> Events:
     s = services.settings
     deadline = time.monotonic() + s.stream_max_s if s.stream_max_s > 0 else float("inf")
     if gone is not None:

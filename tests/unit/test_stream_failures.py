@@ -1,0 +1,77 @@
+"""A stream whose store fails after the reply has begun: its status line (200, SSE) is sent,
+so the failure can only be the stream's last message, and the call's run is stopped, since its
+client was told the call failed. Never an exception out of a started stream."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from shared.errors import StoreUnavailable
+from shared.store import TaskStatus
+from tests.unit.fakes import Mcp
+
+
+def fail_reads_after_the_create(mcp: Mcp) -> list[str]:
+    """Every task read fails from now on, as if Redis went away: the refs of the runs
+    enqueued so far are returned as they come (the hidden task of a synchronous call)."""
+    enqueued: list[str] = []
+
+    async def enqueued_then_down(tool: str, ref: str, queue: str) -> None:
+        enqueued.append(ref)
+
+        async def down(*args: Any, **kwargs: Any) -> Any:
+            raise StoreUnavailable()
+
+        mcp.store.get = down  # type: ignore[method-assign]
+
+    mcp.producer.on_enqueue = enqueued_then_down
+    return enqueued
+
+
+def test_a_streamed_call_whose_store_fails_ends_with_the_error_and_stops_its_run(
+    mcp: Mcp,
+) -> None:
+    enqueued = fail_reads_after_the_create(mcp)
+    reply = mcp.call("quick", {}, opt_in=False)  # a synchronous call, on SSE
+    assert reply.status == 200 and reply.streamed
+    assert reply.code() == (200, -32603)
+    assert reply.error["message"] == "task store unavailable"
+    [ref] = enqueued
+    assert mcp.peek.hget(mcp.keys.task(ref), "status") == TaskStatus.CANCELLED.value
+    assert ("revoke", ref) in mcp.producer.calls
+
+
+def test_a_json_call_whose_store_fails_answers_503(mcp: Mcp) -> None:
+    fail_reads_after_the_create(mcp)
+    reply = mcp.call("quick", {}, opt_in=False, Accept="application/json")
+    assert reply.code() == (503, -32603)
+    assert reply.headers["retry-after"] == "2"
+
+
+def test_a_notification_stream_whose_store_fails_ends_without_an_error_logged(
+    mcp: Mcp, caplog: pytest.LogCaptureFixture
+) -> None:
+    task_id = mcp.new_task()
+    real_get = mcp.store.get
+    reads = 0
+
+    async def first_read_only(*args: Any, **kwargs: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        if reads > 1:  # the listen request's own check passes; the stream's reads fail
+            raise StoreUnavailable()
+        return await real_get(*args, **kwargs)
+
+    mcp.store.get = first_read_only  # type: ignore[method-assign]
+    params = {"notifications": {"taskIds": [task_id]}}
+    with caplog.at_level(logging.WARNING):
+        reply = mcp.post("subscriptions/listen", params)
+    assert reply.status == 200 and reply.streamed
+    [ack] = reply.messages  # the acknowledgement; then the stream ended
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"]["notifications"]["taskIds"] == [task_id]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("notification stream ended" in r.getMessage() for r in caplog.records)
