@@ -94,14 +94,21 @@ class AsyncWakeups:
     async def watch(self, channels: Sequence[str]) -> AsyncIterator[AsyncWatch]:
         watch = AsyncWatch()
         new: list[str] = []
+        pending: list[asyncio.Future[None]] = []
         for channel in dict.fromkeys(channels):
             watches = self._watches.setdefault(channel, set())
             if not watches:
                 new.append(channel)
+            elif (future := self._confirm.get(channel)) is not None and not future.done():
+                # Another watch subscribed it and Redis has not confirmed yet: a change published
+                # before the confirmation would not reach this watch either, so it waits too.
+                pending.append(future)
             watches.add(watch)
         try:
             if new:
                 await self._subscribe(new)
+            if pending:
+                await self._confirmed(pending)
             yield watch
         finally:
             gone = []
@@ -135,9 +142,16 @@ class AsyncWakeups:
             waits.append(future)
         self._start()
         await self._send("SUBSCRIBE", *channels)
+        await self._confirmed(waits)
+
+    @staticmethod
+    async def _confirmed(futures: list[asyncio.Future[None]]) -> None:
+        """Wait until Redis confirmed these subscriptions (the reader resolves them, in order),
+        bounded: a 503 past ``MAX_CONFIRM_S``. Shielded: a waiter that gives up leaves the
+        subscription for the other watches that wait on it."""
         try:
-            # Redis confirms in order on this connection; the reader resolves the futures.
-            await asyncio.wait_for(asyncio.gather(*waits), MAX_CONFIRM_S)
+            shielded = (asyncio.shield(future) for future in futures)
+            await asyncio.wait_for(asyncio.gather(*shielded), MAX_CONFIRM_S)
         except TimeoutError:
             raise StoreUnavailable() from None
 

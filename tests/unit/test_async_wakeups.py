@@ -115,3 +115,46 @@ def test_only_the_reader_connects_and_reads_the_watch_connection(
     assert conn.connected_by == ["mcpq-watch", "mcpq-watch"]
     assert conn.read_by == {"mcpq-watch"}
     assert pool.given_back == 2  # the cut connection, then the last one at close
+
+
+async def _second_watch_while_the_first_is_unconfirmed() -> list[str]:
+    conn = FakeConnection()
+    hub = AsyncWakeups(cast(Any, FakeClient(FakePool(conn))), Keys())
+    order: list[str] = []
+    held = asyncio.Event()
+    real_send = conn.send_command
+
+    async def slow_confirmation(*args: str, check_health: bool = True) -> None:
+        # SUBSCRIBE is written; its confirmation comes only once the second watch has begun.
+        if args[0] == "SUBSCRIBE":
+            await held.wait()
+        await real_send(*args, check_health=check_health)
+
+    conn.send_command = slow_confirmation  # type: ignore[method-assign]
+
+    async def first() -> None:
+        async with hub.watch(["ch"]):
+            order.append("first watching")
+            await asyncio.sleep(0.05)
+
+    async def second() -> None:
+        await asyncio.sleep(0.02)  # the first has subscribed, unconfirmed
+        async with hub.watch(["ch"]):
+            order.append("second watching")
+
+    async def confirm_later() -> None:
+        await asyncio.sleep(0.04)
+        order.append("confirmed")
+        held.set()
+
+    await asyncio.gather(first(), second(), confirm_later())
+    await hub.aclose()
+    return order
+
+
+def test_a_second_watch_of_a_channel_waits_for_its_subscription_to_be_confirmed() -> None:
+    """A change published between a SUBSCRIBE and its confirmation reaches no watch of that
+    channel: a second watch, which reads its task next, must not read before it either."""
+    order = asyncio.run(_second_watch_while_the_first_is_unconfirmed())
+    assert order.index("confirmed") < order.index("second watching")
+    assert order.index("confirmed") < order.index("first watching")
