@@ -28,6 +28,7 @@ from tests.faults.support import (
     percentile,
 )
 from tests.faults.tools_faults import HELD_QUEUE
+from tests.support.stacks import POOLS
 
 pytestmark = [pytest.mark.faults]
 
@@ -217,3 +218,48 @@ def test_200_tasks_survive_a_redis_restart(make_stack: MakeStack, tmp_path: Path
         assert watch.last[task_id]["result"].get("isError") is True
     assert all(child.alive and child.popen.pid == pid for child, pid in processes), "no restarts"
     assert set(open_gauges(stack).values()) == {0}, open_gauges(stack)
+
+
+# -- a cancel the store lost after Celery's revoke went out ---------------------------------------
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("pool", POOLS)  # the consumer asks the store in the run's process or not
+def test_a_cancel_lost_with_the_store_leaves_no_task_stuck_as_revoked(
+    make_stack: MakeStack, tmp_path: Path, pool: str
+) -> None:
+    """``tasks/cancel`` writes ``cancelled``, then broadcasts Celery's revoke of the task's ref,
+    which every worker remembers for hours. Here the store then loses the cancel, as a failover
+    to a replica that had not received it would (Redis killed, started again from a snapshot
+    taken just before the cancel): the task is ``working`` again, and the runs sent for it (the
+    broker's redelivery, the sweeper's) carry the revoked id. They must run, not be dropped as
+    revoked with the task left ``working`` for good; the step done before the cancel is not
+    done again."""
+    stack = make_stack(workers=1, pool=pool)
+    effects = tmp_path / "effects.txt"
+    with McpClient(stack.url(0)) as client:
+        args = {"path": str(effects), "seconds": 4}
+        task_id = client.create_task("step_then_sleep", args)["taskId"]
+        ref = task_ref(task_id)
+        wait_until(
+            lambda: client.task(task_id).get("statusMessage") == "stepped",
+            timeout=20,
+            message="the step done and the tool asleep",
+        )
+        with stack.redis_client() as r:
+            r.save()  # what the replica holds: the task working, its step saved
+        assert client.cancel(task_id).status == 200
+        stack.worker.wait_for_log(f"Tasks flagged as revoked: {ref}", timeout=10)
+        assert stack.worker.wait_for_run_end(ref, timeout=10) == "cancelled"
+
+        assert stack.redis_server is not None
+        stack.redis_server.kill()  # no save on the way down: the cancel is lost
+        stack.start_redis_again()
+        wait_until(lambda: client.get(task_id).status == 200, timeout=20, interval=0.1)
+        assert client.task(task_id)["status"] == "working", "the store lost the cancel"
+
+        done = client.wait_for_status(task_id, "completed", timeout=45, interval=0.2)
+    assert text_of(done["result"]) == "effect written (line 1), slept 4s"
+    assert effects.read_text(encoding="utf-8").splitlines() == ["effect"]
+    log = stack.worker.log()
+    print(f"\n[lost cancel] runs of the task: {stack.worker.run_endings(ref)}")
+    assert "its cancel was lost" in log
+    assert f"Discarding revoked task: step_then_sleep[{ref}]" not in log
