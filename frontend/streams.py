@@ -29,7 +29,7 @@ from frontend.http_messages import ClientGone
 from frontend.jsonrpc import RpcRequest
 from frontend.replies import Message
 from frontend.services import Services
-from shared.errors import INTERNAL_ERROR, McpError
+from shared.errors import INTERNAL_ERROR, McpError, TaskLost, TaskNotFound
 from shared.protocol import META_RELATED_TASK
 from shared.store import TaskRecord, TaskStatus
 from shared.tools import missing_capabilities
@@ -66,6 +66,9 @@ class Follow:
     abandon: Callable[[str], Awaitable[None]] | None = None
     related_task: str | None = None
     gone: ClientGone | None = None
+    #: The followed task is the call's own (its client never saw its id): a task gone while
+    #: followed was lost by the store (``TaskLost``), not named wrongly (``TaskNotFound``).
+    owned: bool = False
     #: How long to follow (default ``MCPQ_STREAM_MAX_S``), and the error once that is up.
     limit_s: float | None = None
     limit_text: str = "No result within MCPQ_STREAM_MAX_S"
@@ -162,7 +165,13 @@ class _Follower:
     async def _step(self) -> Events:
         """Read the task and send what is new: progress, input requests, or the end."""
         spec, rpc = self.spec, self.rpc
-        record, inputs = await self.services.tasks.get(rpc.owner, spec.task_id, watching=True)
+        try:
+            record, inputs = await self.services.tasks.get(rpc.owner, spec.task_id, watching=True)
+        except TaskNotFound:
+            if not spec.owned:
+                raise
+            yield self.answer(error=TaskLost())
+            return
         # A task that ended cleared its progress text (statusMessage is the end's, or none):
         # a report read only now would go out empty, so the result goes out alone instead.
         fresh = record.reports > self.reported and not (record.terminal and not record.message)

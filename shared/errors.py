@@ -78,6 +78,16 @@ class TaskNotFound(McpError):
         super().__init__(INVALID_PARAMS, "Failed to retrieve task: Task not found")
 
 
+class TaskLost(McpError):
+    """A call's own task is gone while the call waited for it: the store lost it (a failover to
+    a replica that had not received it yet). Not the client's mistake, and the call may be made
+    again: 503, as when the store is away."""
+
+    def __init__(self) -> None:
+        text = "the task store lost this call's task: call the tool again"
+        super().__init__(INTERNAL_ERROR, text, http_status=503)
+
+
 class StoreUnavailable(McpError):
     """Redis could not be reached within the configured bound."""
 

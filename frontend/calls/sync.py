@@ -106,7 +106,12 @@ async def _follow(services: Services, seal: StateSeal, hidden: Hidden) -> Result
     on_input = ask_again if not rpc.legacy else None if rpc.streams else cannot_ask
     # The disconnect flag is read now: a stream runs after this request's context is gone.
     spec = Follow(
-        hidden.task_id, final=call_outcome, on_input=on_input, abandon=stop, gone=DISCONNECTED.get()
+        hidden.task_id,
+        final=call_outcome,
+        on_input=on_input,
+        abandon=stop,
+        gone=DISCONNECTED.get(),
+        owned=True,
     )
     if rpc.streams:
         return StreamReply(follow(services, rpc, spec))

@@ -8,9 +8,10 @@ Redis replicates asynchronously, and these tasks run without ``MCPQ_REDIS_MIN_RE
 the killed primary acknowledged and had not yet sent its replica is gone (docs/deploy.md, "What
 a failover can lose"). The test makes that certain: the replica stops taking the primary's
 writes a moment before the kill. The driver acts as a client would on what it finds: a task
-that reads as unknown is created again, an answer asked for again is answered again, and a
-cancel that never happened lets its run go on to its end. Each loss is counted, and must be of
-a write acknowledged in that last moment."""
+that reads as unknown is created again, an answer asked for again is answered again, a
+synchronous call answered that the store lost its task is made again, and a cancel that never
+happened lets its run go on to its end. Each loss is counted, and each loss of a write the
+client saw acknowledged must be of one acknowledged in that last moment."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import pytest
 
 from ops.mcp_client import McpClient, Reply, text_of
 from ops.redis_binary import RedisProcess
+from shared.errors import StoreUnavailable, TaskLost
 from shared.settings import DEFAULT_TOOLS
 from shared.store.keyspace import Keys, slot
 from tests.support.redis_cluster import LocalCluster, cluster_binaries
@@ -89,8 +91,21 @@ class CreateLost(Exception):
         self.task_id = task_id
 
 
+def _unavailable(reply: Reply) -> bool:
+    """The store was away: answered 503, or (a stream that had begun) its last message says so."""
+    if reply.status == 503:
+        return True
+    error = reply.body.get("error")
+    return isinstance(error, dict) and error.get("message") == StoreUnavailable().message
+
+
+class CallLost(Exception):
+    """A synchronous call whose task the store lost while it ran (``shared.errors.TaskLost``)."""
+
+
 class Driver:
-    """Runs jobs against the web tier, retrying what a failover answers with 503."""
+    """Runs jobs against the web tier, retrying what a failover answers with 503 (or, on a
+    stream that had begun, ends with the same error)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -104,6 +119,8 @@ class Driver:
         #: When each task's create was acknowledged; those of tasks found unknown afterwards.
         self.created: dict[str, float] = {}
         self.lost_creates: dict[str, float] = {}
+        #: Synchronous calls answered "lost" (their hidden task went with the primary), made again.
+        self.lost_calls = 0
         #: Per task: the status its job saw last, and when.
         self.seen_last: dict[str, tuple[str, float]] = {}
 
@@ -124,7 +141,7 @@ class Driver:
                 reply = send(self.client())
             except Exception:  # a connection cut by the web process's own retries
                 reply = None
-            if reply is not None and reply.status != 503:
+            if reply is not None and not _unavailable(reply):
                 return reply
             if time.monotonic() > deadline:
                 raise AssertionError(f"{what}: still unavailable after {RETRY_FOR_S:g}s")
@@ -163,6 +180,9 @@ class Driver:
                 task_id, status, ended = self._job(kind, i)
             except CreateLost as lost:
                 self.lost_creates[lost.task_id] = self.created[lost.task_id]
+                continue
+            except CallLost:
+                self.lost_calls += 1
                 continue
             if task_id is not None:
                 self.seen_last[task_id] = (status, time.monotonic())
@@ -211,6 +231,8 @@ class Driver:
             "sync",
             lambda c: c.call_tool("slow_compute", {"seconds": 0.1, "label": f"s{i}"}, tasks=False),
         )
+        if "error" in sync.body and sync.error["message"] == TaskLost().message:
+            raise CallLost()
         return None, "", f"sync:{text_of(sync.result)}"
 
     def see_through(self, task_id: str, task: dict[str, Any]) -> dict[str, Any]:
@@ -353,7 +375,8 @@ def check_spread_and_failover(
     print(
         f"lost with the primary: {len(reverted)} tasks' last writes "
         f"({Counter(f'{seen}->{now}' for seen, now, _ in reverted.values())}), "
-        f"{len(driver.lost_creates)} creates, {len(lost_cancels)} cancels; "
+        f"{len(driver.lost_creates)} creates, {len(lost_cancels)} cancels, "
+        f"{driver.lost_calls} synchronous calls' tasks (called again); "
         f"answers given again: {driver.answered_again}"
     )
     acked = [(f"a task seen {seen} (now {now})", at) for seen, now, at in reverted.values()]

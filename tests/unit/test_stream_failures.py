@@ -51,6 +51,34 @@ def test_a_json_call_whose_store_fails_answers_503(mcp: Mcp) -> None:
     assert reply.headers["retry-after"] == "2"
 
 
+def lose_the_task_after_the_create(mcp: Mcp) -> None:
+    """The store loses the call's task once its run is sent, as a failover to a replica that
+    had not received the create would."""
+
+    async def enqueued_then_lost(tool: str, ref: str, queue: str) -> None:
+        assert mcp.peek.delete(mcp.keys.task(ref)) == 1
+
+    mcp.producer.on_enqueue = enqueued_then_lost
+
+
+def test_a_streamed_call_whose_task_the_store_lost_ends_with_a_retryable_error(
+    mcp: Mcp,
+) -> None:
+    # Not the params' -32602 "Task not found" of tasks/get: the client never named this task.
+    lose_the_task_after_the_create(mcp)
+    reply = mcp.call("quick", {}, opt_in=False)
+    assert reply.status == 200 and reply.streamed
+    assert reply.code() == (200, -32603)
+    assert reply.error["message"] == "the task store lost this call's task: call the tool again"
+
+
+def test_a_json_call_whose_task_the_store_lost_answers_503(mcp: Mcp) -> None:
+    lose_the_task_after_the_create(mcp)
+    reply = mcp.call("quick", {}, opt_in=False, Accept="application/json")
+    assert reply.code() == (503, -32603)
+    assert reply.headers["retry-after"] == "2"
+
+
 def test_a_notification_stream_whose_store_fails_ends_without_an_error_logged(
     mcp: Mcp, caplog: pytest.LogCaptureFixture
 ) -> None:
