@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import secrets
 import sys
 import time
@@ -304,9 +305,10 @@ class Stack(ChildProcesses):
         return f"{self.web_urls[index]}/mcp"
 
     def worker_that_received(self, tool: str, ref: str) -> list[Child]:
-        """Live workers whose log shows Celery received a message for this task."""
-        needle = f"Task {tool}[{ref}] received"
-        return [w for w in self.workers if needle in w.log()]
+        """Live workers whose log shows Celery received a message for this task (the web tier's
+        sends carry the ref as their Celery id, the sweeper's the ref and a suffix)."""
+        received = re.compile(rf"Task {re.escape(tool)}\[{ref}(-[0-9a-f]+)?\] received")
+        return [w for w in self.workers if received.search(w.log())]
 
     # -- reads through the store --------------------------------------------------------------
     def store(self) -> TaskStore:

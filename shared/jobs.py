@@ -2,14 +2,16 @@
 
 One message per run: the Celery task name is the tool's name (so Flower shows runs by tool), the
 only argument is the task's storage ``ref``, and the Celery ``task_id`` is that ref too, so a
-queued run can be revoked by ref. Arguments, answers and results never travel in the message:
-the worker reads them from the store. The request id of the MCP request that caused the run
-travels in a header, for the logs. The web tier, the sweeper and the workers all go through
-:func:`send_run` and :func:`read_run`; this module imports no Celery (only its shape).
+queued run can be revoked by ref (a recovery send's id is its own: :func:`job_id`). Arguments,
+answers and results never travel in the message: the worker reads them from the store. The
+request id of the MCP request that caused the run travels in a header, for the logs. The web
+tier, the sweeper and the workers all go through :func:`send_run` and :func:`read_run`; this
+module imports no Celery (only its shape).
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -33,6 +35,20 @@ class Run:
     ref: str
     queue: str
     request_id: str = ""
+    #: Sent by the recovery sweeper (see :func:`job_id`).
+    recovery: bool = False
+
+
+def job_id(run: Run) -> str:
+    """The Celery task id of ``run``'s message: the ref, so that a cancel revokes a queued run
+    by ref; a recovery send's own id (the ref and a random suffix).
+
+    Why a recovery send does not reuse the ref: every worker remembers a revoked id for hours
+    and drops each message with it. If a failover loses a cancel after its revoke went out, the
+    task is ``working`` again, and a run sent with the ref would be dropped on every send: the
+    task would be stuck. A recovery run of a task that really was cancelled ends at its claim.
+    """
+    return f"{run.ref}-{secrets.token_hex(4)}" if run.recovery else run.ref
 
 
 @dataclass(frozen=True)
@@ -50,7 +66,7 @@ def send_run(sender: Sender, run: Run, **options: Any) -> None:
     sender.send_task(
         run.tool,
         args=[run.ref],
-        task_id=run.ref,
+        task_id=job_id(run),
         queue=run.queue,
         headers={REQUEST_ID_HEADER: run.request_id},
         **options,

@@ -28,7 +28,7 @@ from shared import logs, redis_tls
 from shared.celery_config import broker_is_store, celery_config
 from shared.jobs import read_run
 from shared.settings import Settings
-from shared.store import TaskStatus, TaskStore, open_store
+from shared.store import open_store
 from shared.store.clients import store_keys, sync_client
 from shared.store.wakeups import Wakeups
 from shared.tools import Registry
@@ -38,7 +38,6 @@ from workers.io_pool import current_slot
 from workers.outcomes import RunOutcome
 from workers.redis_transport import TRANSPORT
 from workers.reports import ReportFlusher
-from workers.run_request import RUN_REQUEST
 from workers.runner import RunControl, RunDeps, run_task
 from workers.sweeper import start_sweeper
 
@@ -59,7 +58,6 @@ class WorkerApp(Celery):
         self.settings = settings
         self.registry = registry
         self._deps: tuple[int, RunDeps] | None = None
-        self._status_store: tuple[int, TaskStore] | None = None
         self._deps_lock = threading.Lock()  # a threads pool builds them from many threads at once
         self._signal_handlers: _SignalHandlers | None = None  # set by create_worker_app
 
@@ -70,21 +68,6 @@ class WorkerApp(Celery):
             if self._deps is None or self._deps[0] != os.getpid():
                 self._deps = (os.getpid(), _build_run_deps(self.settings, self.registry))
             return self._deps[1]
-
-    def task_status(self, ref: str) -> TaskStatus | None:
-        """The stored status of task ``ref``, asked by the consumer before a revoke drops a run
-        (``workers.run_request``). A threads pool's consumer shares its process's run store; a
-        prefork parent, which runs nothing, opens a store of its own rather than every run
-        dependency."""
-        with self._deps_lock:
-            pid = os.getpid()
-            if self._deps is not None and self._deps[0] == pid:
-                store = self._deps[1].store
-            else:
-                if self._status_store is None or self._status_store[0] != pid:
-                    self._status_store = (pid, open_store(self.settings))
-                store = self._status_store[1]
-        return store.status(ref)
 
     def hand_back_runs(self) -> None:
         """The io pool stops (``workers.io_pool``): its runs are threads of this process; hand them
@@ -158,15 +141,7 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
     job.__name__ = f"run_{tool_name}"
     # shared=False: Celery would otherwise add this task to every app finalized later in the
     # process (its "shared task" list), bound to this app's dependencies.
-    # Request: a revoked run is dropped only while the store says its task has ended.
-    app.task(
-        name=tool_name,
-        bind=True,
-        acks_late=True,
-        ignore_result=True,
-        shared=False,
-        Request=RUN_REQUEST,
-    )(job)
+    app.task(name=tool_name, bind=True, acks_late=True, ignore_result=True, shared=False)(job)
 
 
 class _NoBackendNoise(logging.Filter):

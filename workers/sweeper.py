@@ -64,7 +64,8 @@ def sweep_once(app: Celery, store: TaskStore, settings: Settings) -> int:
                 # Not sent again; a sweeper that dies before this finds it again (re-armed).
                 _fail_poisoned(store, item)
                 continue
-            run = Run(item.tool, item.ref, item.queue or settings.default_queue)
+            # recovery: a Celery id of its own, never dropped for a cancel a failover undid.
+            run = Run(item.tool, item.ref, item.queue or settings.default_queue, recovery=True)
             # On RabbitMQ: confirmed, and bounded (publish_options), so a silent broker fails
             # this sweep (the task stays re-armed) instead of holding the sweeper forever.
             send_run(app, run, **publish_options(settings))

@@ -32,6 +32,18 @@ def test_a_run_travels_as_the_tool_name_and_the_ref_only() -> None:
     }
 
 
+def test_a_recovery_send_has_a_celery_id_of_its_own() -> None:
+    # A revoke of the ref (a cancel a failover then undid) must not drop the sweeper's sends.
+    sender = Recorder()
+    run = Run("greet", "ab" * 16, "mcpq", recovery=True)
+    send_run(sender, run)
+    send_run(sender, run)
+    ids = [options["task_id"] for _, options in sender.sent]
+    assert ids[0] != ids[1]
+    assert all(i.startswith("ab" * 16 + "-") and i != "ab" * 16 for i in ids)
+    assert [options["args"] for _, options in sender.sent] == [["ab" * 16]] * 2
+
+
 def test_what_was_sent_reads_back_as_the_same_run() -> None:
     sender = Recorder()
     run = Run("greet", "cd" * 16, "mcpq", "req-2")
