@@ -183,8 +183,9 @@ class Formation(LiveStack):
 
     def received(self, tool: str) -> dict[str, list[str]]:
         """The hosts whose worker received a message of each task (ref -> host names, one per
-        message), from Celery's ``Task <tool>[<ref>] received`` lines."""
-        pattern = re.compile(rf"Task {re.escape(tool)}\[([0-9a-f]+)\] received")
+        message), from Celery's ``Task <tool>[<ref>] received`` lines (a recovery send's id is
+        the ref and a suffix: ``shared.jobs.job_id``)."""
+        pattern = re.compile(rf"Task {re.escape(tool)}\[([0-9a-f]+)(?:-[0-9a-f]+)?\] received")
         found: dict[str, list[str]] = {}
         for child in self.workers + self.stopped:
             if child.name in self._worker_names:
