@@ -193,6 +193,16 @@ async def cancel_call(url: str, args: dict[str, Any], report: Report) -> None:
             report.observed["cancelled_seen_at_s"] = report.elapsed()
         report.observed["marker"] = _read(marker).split()
         report.observed["marker_checked_at_s"] = report.elapsed()
+        if args.get("notify", True):
+            # The notification is a POST of its own, which closing the session would abort:
+            # wait (bounded) for the server's answer, so the report shows what the server said,
+            # not how fast this script closed once the run had stopped.
+            with anyio.move_on_after(wait):
+                while not any(
+                    e.get("rpc") == "notifications/cancelled" and "status" in e
+                    for e in report.wire.exchanges
+                ):
+                    await anyio.sleep(0.02)
 
 
 def _read(path: Path) -> str:
