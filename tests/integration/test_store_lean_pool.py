@@ -243,8 +243,10 @@ def test_an_idle_connection_goes_out_and_back_without_redis_pys_bookkeeping(
 
 def test_threads_sharing_the_pool_never_share_a_connection(redis_process: RedisProcess) -> None:
     """16 threads, 4 connections, each thread's ECHO answered with its own value: a connection
-    handed to two threads at once would cross their replies (or break the protocol)."""
-    client = _worker_client(redis_process)
+    handed to two threads at once would cross their replies (or break the protocol). A thread
+    may wait long for one of the 4 on a starved machine: that wait (2 s by default, then
+    "no connection available") is not what this test is about, so it is long here."""
+    client = _worker_client(redis_process, MCPQ_REDIS_TIMEOUT_S="30")
     pool: Any = client.connection_pool
     _slots(pool, 4)
     crossed: list[tuple[str, str]] = []
