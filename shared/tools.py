@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
 from collections.abc import Callable, Iterable
@@ -71,8 +72,29 @@ class ToolContext(Protocol):
         ...
 
     def step(self, name: str, fn: Callable[[], T]) -> T:
-        """Run ``fn`` once per task; later runs (replays) get its memoized JSON result."""
+        """Run ``fn`` once per task; later runs (replays) get its memoized JSON result.
+
+        A run calls ``fn`` only after proving, in the round trip that finds no memo, that it
+        still holds the task: a run that was taken over stops instead. ``fn`` runs a second
+        time only when its run died (or was taken over) after that proof and before its value
+        was stored; give the outside system ``step_key(name)`` so that second call does
+        nothing twice."""
         ...
+
+    def step_key(self, name: str) -> str:
+        """The idempotency key of step ``name`` of this task: the same in every run of the task
+        (a replay, a recovered run), different for every other task or step, and derived from
+        neither the taskId nor anything secret. Pass it to payment APIs, mail services or
+        databases as their idempotency key (53 characters: ``mcpq-`` and 48 hex digits)."""
+        ...
+
+
+def step_key(ref: str, name: str) -> str:
+    """``ToolContext.step_key``: a digest of the task's storage ref and the step's name (the
+    ref is itself a one-way digest of the taskId), short enough for every common API's key
+    (64 characters is the tightest in wide use)."""
+    digest = hashlib.sha256(f"{ref}\x00{name}".encode()).hexdigest()
+    return f"mcpq-{digest[:48]}"
 
 
 def elicitation(message: str, schema: dict[str, Any]) -> InputRequest:

@@ -18,7 +18,7 @@ from shared.bounds import LimitExceeded, check_bytes, shorten
 from shared.errors import TaskCancelled, ToolError
 from shared.store import InputPoll, Reply, TaskStatus, TaskStore
 from shared.store.wakeups import Watch
-from shared.tools import InputRequest, elicitation, missing_capabilities, sampling
+from shared.tools import InputRequest, elicitation, missing_capabilities, sampling, step_key
 from workers.interrupts import RunParked, RunSuperseded
 from workers.reports import PendingReport, ReportFlusher
 
@@ -52,6 +52,7 @@ class RunContext:
         max_step_bytes: int = 1024 * 1024,
         max_message_chars: int = 1000,
         reports: ReportFlusher | None = None,
+        lease_ms: int = 30_000,
     ) -> None:
         self._store = store
         #: Reports are written late, by the process's flusher (None or no delay: at once).
@@ -72,6 +73,7 @@ class RunContext:
         self._on_state = on_state
         self._caps = client_caps
         self._max_step_bytes, self._max_message_chars = max_step_bytes, max_message_chars
+        self._lease_ms = lease_ms  # begin_step keeps the lease at least half of it ahead
         self.cancel_seen = threading.Event()  # set by the heartbeat too
         self._stopped_by = Reply.TERMINAL  # why cancel_seen was set (see interrupt)
         # When the tool's own code last got control back from a context call; None while it is
@@ -102,8 +104,15 @@ class RunContext:
     @property
     def cancelled(self) -> bool:
         with self._inside():
-            if not self.cancel_seen.is_set() and self._store.status(self.ref) in _STOPPED:
-                self.cancel_seen.set()
+            if not self.cancel_seen.is_set():
+                # The generation too: a run taken over (its lease lapsed, the task re-run
+                # elsewhere) must stop as surely as a cancelled one, and not go on with the
+                # tool's own effects believing it still runs the task.
+                status, gen = self._store.run_state(self.ref)
+                if status in _STOPPED:
+                    self.cancel_seen.set()
+                elif gen != self.gen:
+                    self.interrupt(Reply.SUPERSEDED)
             return self.cancel_seen.is_set()
 
     @property
@@ -186,12 +195,23 @@ class RunContext:
     ) -> dict[str, Any]:
         return self.ask(sampling(messages, max_tokens, **params))[0]
 
+    def step_key(self, name: str) -> str:
+        return step_key(self.ref, name)
+
     def step(self, name: str, fn: Callable[[], T]) -> T:
         with self._inside():
-            self._check()
-            found, value = self._store.step_value(self.ref, name)
-        if found:
-            return value  # type: ignore[no-any-return]
+            if self.cancel_seen.is_set():  # a cancel, or a takeover, this worker knows of
+                raise_for(self._stopped_by)
+            # NOTE: the memo is read fenced, with proof that this run still holds the task and
+            # a live lease, in one round trip, immediately before fn: a run that was taken over
+            # (paused or cut off past its lease while the sweeper re-sent its task) stops here
+            # instead of calling fn a second time. What remains is the gap between this reply
+            # and fn's first instruction: a pause longer than the lease exactly there.
+            start = self._store.begin_step(self.ref, self.gen, name, self._lease_ms)
+        if start.reply is not Reply.OK:
+            raise_for(start.reply)
+        if start.found:
+            return start.value  # type: ignore[no-any-return]
         result = fn()  # the tool's own code: it counts towards max_run_s like any other
         try:
             check_bytes(f"step {name[:64]!r}", result, self._max_step_bytes, "MCPQ_MAX_STEP_BYTES")

@@ -176,6 +176,7 @@ def _execute(
         max_message_chars=s.max_message_chars,
         watch=watch,
         reports=deps.reports,
+        lease_ms=int(s.lease_s * 1000),
     )
     call = ToolCall(lambda: tool.call(ctx, record.arguments))
 

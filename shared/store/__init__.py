@@ -29,7 +29,7 @@ from shared.store.client_calls import Answered, Cancelled
 from shared.store.create_calls import Admission, NewTask, Refused
 from shared.store.keyspace import Keys, task_ref
 from shared.store.records import TaskRecord
-from shared.store.run_calls import Claim, Due, InputPoll, Renewal
+from shared.store.run_calls import Claim, Due, InputPoll, Renewal, StepStart
 from shared.store.sessions import Outgoing, Session, SessionStore
 from shared.store.states import TERMINAL, Reply, TaskStatus
 from shared.store.stats import OUTCOMES, DeploymentStats, StatsSnapshot
@@ -95,6 +95,7 @@ __all__ = [
     "Session",
     "SessionStore",
     "StatsSnapshot",
+    "StepStart",
     "TaskAdmin",
     "TaskDetail",
     "TaskFilter",

@@ -179,6 +179,34 @@ def release(k: Keys, ref: str, gen: int) -> ScriptCall[Reply]:
     )
 
 
+@dataclass(frozen=True)
+class StepStart:
+    """``begin_step``: OK with the memoized value (``found``) or leave to call ``fn`` (the run
+    holds the task, its lease live); else why not (GONE, TERMINAL, SUPERSEDED)."""
+
+    reply: Reply
+    found: bool = False
+    value: Any = None
+
+
+def begin_step(
+    k: Keys, ref: str, gen: int, name: str, lease_ms: int, payloads: Payloads = PLAIN
+) -> ScriptCall[StepStart]:
+    """The fenced read before a step's ``fn``: the memo, and proof the run still holds the task."""
+    key = k.steps(ref)
+
+    def parse(r: list[str]) -> StepStart:
+        reply = reply_code(r)
+        if reply is not Reply.OK:
+            return StepStart(reply)
+        if r[1] != "1":
+            return StepStart(reply)
+        return StepStart(reply, True, payloads.load(r[2], key, name))
+
+    keys = [k.task(ref), key, k.at(ref).unclaimed]
+    return ScriptCall("begin_step", keys, [ref, gen, name, lease_ms], parse)
+
+
 def save_step(
     k: Keys, ref: str, gen: int, name: str, value: Any, payloads: Payloads = PLAIN
 ) -> ScriptCall[tuple[Reply, Any]]:

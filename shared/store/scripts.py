@@ -27,6 +27,7 @@ NAMES = (
     "cancel",
     "release",
     "save_step",
+    "begin_step",
     "sweep",
     "unlock",
     "list_add",

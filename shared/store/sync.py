@@ -25,7 +25,7 @@ from shared.store.payloads import PLAIN, Payloads
 from shared.store.plans import Eval, Plan, args_at
 from shared.store.records import TaskRecord
 from shared.store.redis_errors import store_errors
-from shared.store.run_calls import Claim, Due, InputPoll, Renewal
+from shared.store.run_calls import Claim, Due, InputPoll, Renewal, StepStart
 from shared.store.states import Reply, TaskStatus
 from shared.store.stats import StatsSnapshot
 from shared.store.sync_driver import SyncDriver
@@ -164,8 +164,14 @@ class TaskStore:
     def save_step(self, ref: str, gen: int, name: str, value: Any) -> tuple[Reply, Any]:
         return self.run(run_calls.save_step(self._keys, ref, gen, name, value, self._payloads))
 
+    def begin_step(self, ref: str, gen: int, name: str, lease_ms: int) -> StepStart:
+        """Before a step's ``fn``: its memoized value, or proof (in the same round trip) that
+        this run still holds the task, its lease live for ``lease_ms`` at least half of it."""
+        return self.run(run_calls.begin_step(self._keys, ref, gen, name, lease_ms, self._payloads))
+
     def step_value(self, ref: str, name: str) -> tuple[bool, Any]:
-        """A memoized step's value, if stored (a plain read: the step's writer is fenced)."""
+        """A memoized step's value, if stored: a plain read, for operators and benchmarks (a run
+        reads it through ``begin_step``, fenced)."""
         # NOTE: a value read here may be stale only if another run stored it meanwhile, and
         # save_step keeps the first value stored: both runs end up with the same one.
         key = self._keys.steps(ref)
@@ -178,6 +184,13 @@ class TaskStore:
         with store_errors():
             value = self._redis.hget(self._keys.task(ref), "status")
         return None if value is None else TaskStatus(str(value))
+
+    def run_state(self, ref: str) -> tuple[TaskStatus | None, int]:
+        """The task's status (``None`` once it is gone) and the generation running it, in one
+        read: a run asks whether the task ended and whether it still holds it."""
+        with store_errors():
+            status, gen = self._redis.hmget(self._keys.task(ref), ["status", "gen"])
+        return (None if status is None else TaskStatus(str(status))), int(gen or 0)
 
     def record(self, ref: str) -> TaskRecord | None:
         """The task as stored; ``None`` once it is gone (benchmarks and operators read it)."""

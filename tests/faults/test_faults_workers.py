@@ -18,6 +18,7 @@ The resumed start is the survivor's ``claim``: the task hash's ``runs`` counter 
 from __future__ import annotations
 
 import signal
+import sqlite3
 import time
 from pathlib import Path
 
@@ -149,6 +150,33 @@ def test_step_side_effect_runs_once_across_a_kill(
         assert lines(calls) == ["call", "call"], "the body itself ran once per run"
         assert text_of(done["result"]) == "effect written (line 1), slept 3s"
         assert stack.task_hash(ref)["runs"] == "2"
+
+
+def test_a_kill_between_fn_and_its_save_calls_fn_again_with_the_same_key(
+    make_stack: MakeStack, tmp_path: Path
+) -> None:
+    """The one window no queue can close: the worker dies after ``fn`` did its effect and
+    before its value was stored. The replay calls ``fn`` once more, with the same
+    ``ctx.step_key``, and the idempotent write (the README's example) happens once."""
+    stack = make_stack(workers=2, env=KILL_KNOBS, pool="io")
+    db, calls = tmp_path / "charges.db", tmp_path / "calls.txt"
+    with McpClient(stack.url(0)) as client:
+        task_id = client.create_task("charge_once", {"db": str(db), "calls": str(calls)})["taskId"]
+        ref = task_ref(task_id)
+        wait_until(lambda: lines(calls), timeout=15, message="fn called")
+        victim, _ = _victim_and_survivor(stack, "charge_once", ref)
+        with stack.redis_client() as r:
+            assert not r.hexists(KEYS.steps(ref), "charge"), "fn has not returned yet"
+        stack.kill_group(victim, signal.SIGKILL)
+        stack.wait_runs(ref, 2, timeout=30)
+        stack.reap(victim)
+        done = client.wait_for_status(task_id, "completed", timeout=30, interval=0.1)
+    key = lines(calls)[0]
+    assert lines(calls) == [key, key], "fn ran again on the replay, with the same key"
+    assert key.startswith("mcpq-") and task_id not in key and ref not in key
+    assert text_of(done["result"]) == f"charged under {key}"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT key, cents FROM charges").fetchall() == [(key, 42)]
 
 
 @ON_BOTH_BROKERS

@@ -14,6 +14,7 @@ interleave.
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -81,6 +82,32 @@ def hang_forever(ctx: ToolContext, calls: str) -> str:
     ctx.report("about to hang")
     threading.Event().wait()  # never set: only the watchdog ends this run
     return "unreachable"
+
+
+@tool(
+    task="optional",
+    description="Test-only: the docs' idempotent write, held once between fn and its save.",
+)
+def charge_once(ctx: ToolContext, db: str, calls: str, amount: int = 42) -> str:
+    """The example of the README's replay contract: the step's ``fn`` passes the step's key to
+    the outside system (here a SQLite table whose key is unique, as a payment API's idempotency
+    key is), so a second call of ``fn`` writes nothing twice. The first call then blocks before
+    returning (its value unsaved) for the test to kill its worker right there."""
+
+    def charge() -> str:
+        key = ctx.step_key("charge")
+        first = append_line(calls, key) == 1
+        with sqlite3.connect(db) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS charges (key TEXT PRIMARY KEY, cents INT)")
+            conn.execute(
+                "INSERT INTO charges VALUES (?, ?) ON CONFLICT(key) DO NOTHING", (key, amount)
+            )
+        if first:
+            threading.Event().wait(120)  # killed here: after the write, before the save
+        return key
+
+    key = ctx.step("charge", charge)
+    return f"charged under {key}"
 
 
 @tool(

@@ -15,7 +15,7 @@ import pytest
 
 from shared.errors import TaskCancelled
 from shared.settings import Settings
-from shared.store import Renewal, Reply, TaskStatus
+from shared.store import Renewal, Reply, StepStart, TaskStatus
 from shared.tools import Registry, ToolContext
 from tests.support.white_box import quiet_watch
 from workers.context import RunContext
@@ -29,14 +29,14 @@ class HealthyStore:
     def __init__(self) -> None:
         self.renewals = 0
 
-    def status(self, ref: str) -> TaskStatus:
-        return TaskStatus.WORKING
+    def run_state(self, ref: str) -> tuple[TaskStatus, int]:
+        return TaskStatus.WORKING, 1
 
     def report(self, ref: str, gen: int, message: str) -> Reply:
         return Reply.OK
 
-    def step_value(self, ref: str, name: str) -> tuple[bool, Any]:
-        return False, None
+    def begin_step(self, ref: str, gen: int, name: str, lease_ms: int) -> StepStart:
+        return StepStart(Reply.OK)
 
     def save_step(self, ref: str, gen: int, name: str, value: Any) -> tuple[Reply, Any]:
         return Reply.OK, value

@@ -1,0 +1,116 @@
+"""``ctx.step`` calls ``fn`` only in a run that still holds the task (``begin_step.lua``).
+
+The interleaving behind a side effect done twice under mixed faults: a run paused (SIGSTOP) or
+cut off from Redis past its lease while the sweeper re-sent its task and another worker claimed
+it. When it went on, its step read the memo unfenced (nothing stored yet: its successor had not
+got there, or was inside ``fn`` too), called ``fn``, and only the save was refused. These tests
+build that interleaving step by step on a real Redis, with the run's real ``RunContext``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shared.errors import TaskCancelled
+from shared.store import Reply
+from shared.tools import step_key
+from tests.support.white_box import quiet_watch
+from workers.context import RunContext
+from workers.interrupts import RunSuperseded
+
+LEASE_MS = 200
+
+
+def context(store: Any, ref: str, gen: int) -> RunContext:
+    return RunContext(store, ref, gen, {}, 1.0, watch=quiet_watch(), lease_ms=LEASE_MS)
+
+
+def test_a_run_taken_over_before_its_step_does_not_call_fn(store, tasks, clock) -> None:
+    ref, first = tasks.running(lease_ms=LEASE_MS)
+    paused = context(store, ref, first)
+    # The run stops (SIGSTOP) just before its step; its lease lapses; the sweeper's re-sent run
+    # claims the task on another worker.
+    clock.wait_past(int(store.redis.hget(store.keys.task(ref), "lease")))
+    taken = store.claim(ref, 30_000)
+    assert taken.reply == "OK" and taken.gen == first + 1
+    effects: list[str] = []
+
+    with pytest.raises(RunSuperseded):  # the run ends superseded, never calling fn
+        paused.step("charge", lambda: effects.append("first run") or 1)
+    assert effects == []
+
+    successor = context(store, ref, taken.gen)
+    assert successor.step("charge", lambda: effects.append("second run") or 2) == 2
+    assert effects == ["second run"]
+
+
+def test_a_lapsed_lease_nobody_claimed_is_kept_by_the_step(store, tasks, clock) -> None:
+    """Cut off from Redis past its lease, the run was not taken over: it still holds the task,
+    and its step keeps the lease, so the run the sweeper sent meanwhile finds it busy."""
+    ref, gen = tasks.running(lease_ms=LEASE_MS)
+    clock.wait_past(int(store.redis.hget(store.keys.task(ref), "lease")))
+    run = context(store, ref, gen)
+    assert run.step("charge", lambda: 1) == 1
+    assert int(store.redis.hget(store.keys.task(ref), "lease")) > clock.now_ms()
+    assert store.claim(ref, 30_000).reply == "BUSY"
+
+
+def test_an_earlier_runs_value_saved_late_spares_its_successor_the_call(
+    store, tasks, clock
+) -> None:
+    """A run taken over while inside ``fn`` (past the check) saves what ``fn`` did; the save
+    is refused as the run's (it stops) but kept as the step's value, so the run that took over
+    does not call ``fn`` again if it gets there later."""
+    ref, first = tasks.running(lease_ms=LEASE_MS)
+    assert store.begin_step(ref, first, "charge", LEASE_MS).found is False  # fn starts
+    clock.wait_past(int(store.redis.hget(store.keys.task(ref), "lease")))
+    taken = store.claim(ref, 30_000)
+    assert store.save_step(ref, first, "charge", {"id": "ch_1"}) == (Reply.SUPERSEDED, None)
+    effects: list[str] = []
+    successor = context(store, ref, taken.gen)
+    assert successor.step("charge", lambda: effects.append("again") or {}) == {"id": "ch_1"}
+    assert effects == []
+    # A later generation's save never stands in for an earlier one's refusal: nothing newer
+    # than the task's own generation is stored.
+    assert store.save_step(ref, taken.gen + 1, "other", 1) == (Reply.SUPERSEDED, None)
+    assert store.step_value(ref, "other") == (False, None)
+
+
+def test_a_cancelled_task_refuses_the_step_before_fn(store, tasks) -> None:
+    ref, gen = tasks.running()
+    store.cancel(ref, tasks.owner)
+    assert store.status(ref) == "cancelled"
+    effects: list[str] = []
+    with pytest.raises(TaskCancelled):
+        context(store, ref, gen).step("charge", lambda: effects.append("x") or 1)
+    assert effects == []
+
+
+def test_the_step_key_is_the_same_in_every_run_and_different_for_every_step() -> None:
+    key = step_key("a" * 32, "charge")
+    assert key == step_key("a" * 32, "charge")
+    assert key.startswith("mcpq-") and len(key) == 53 and key[5:].isalnum()
+    assert len({key, step_key("a" * 32, "refund"), step_key("b" * 32, "charge")}) == 3
+    # No confusion between a ref and a name that run into each other.
+    assert step_key("a" * 32, "bc") != step_key("a" * 32 + "b", "c")
+
+
+def test_a_taken_over_run_can_act_through_no_other_context_call(store, tasks, clock) -> None:
+    """Asking, reporting, sleeping, the cancel check: each refuses a run that lost its task
+    (asking and reporting are fenced writes; ``cancelled`` and ``sleep`` read the generation)."""
+    ref, first = tasks.running(lease_ms=LEASE_MS)
+    clock.wait_past(int(store.redis.hget(store.keys.task(ref), "lease")))
+    assert store.claim(ref, 30_000).reply == "OK"
+    for act in (
+        lambda ctx: ctx.report("still here"),
+        lambda ctx: ctx.elicit("Go on?", {"type": "object", "properties": {}}),
+        lambda ctx: ctx.sleep(0.01),
+    ):
+        with pytest.raises(RunSuperseded):
+            act(context(store, ref, first))
+    assert context(store, ref, first).cancelled is True
+    record = store.record(ref)
+    assert record is not None and not record.message
+    assert store.redis.hkeys(store.keys.inputs(ref)) == []
