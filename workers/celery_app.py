@@ -32,7 +32,7 @@ from shared.store import open_store
 from shared.store.clients import store_keys, sync_client
 from shared.store.wakeups import Wakeups
 from shared.tools import Registry
-from workers import run_metrics
+from workers import run_metrics, solo
 from workers.heartbeat import LeaseKeeper
 from workers.io_pool import current_slot
 from workers.outcomes import RunOutcome
@@ -66,7 +66,7 @@ class WorkerApp(Celery):
         connections must not cross one (a prefork child builds its own)."""
         with self._deps_lock:
             if self._deps is None or self._deps[0] != os.getpid():
-                self._deps = (os.getpid(), _build_run_deps(self.settings, self.registry))
+                self._deps = (os.getpid(), build_run_deps(self.settings, self.registry))
             return self._deps[1]
 
     def hand_back_runs(self) -> None:
@@ -74,7 +74,7 @@ class WorkerApp(Celery):
         back and let go of them (a prefork child hands its own run back on SIGTERM)."""
         deps = self._deps
         if deps is not None and deps[0] == os.getpid():
-            handed = deps[1].leases.hand_back_all()
+            handed = deps[1].leases.hand_back_all() + solo.stop_children()
             if handed:
                 log.info("handed %d runs back", handed)
 
@@ -98,11 +98,12 @@ def create_worker_app(settings: Settings, registry: Registry | None = None) -> W
     return app
 
 
-def _build_run_deps(settings: Settings, registry: Registry) -> RunDeps:
+def build_run_deps(settings: Settings, registry: Registry, *, min_peers: int = 0) -> RunDeps:
+    """One process's run dependencies (``min_peers``: see ``LeaseKeeper``; ``workers.solo``)."""
     store = open_store(settings)
     # Waiting runs (ctx.ask, ctx.sleep) share one pub/sub connection per process.
     wakeups = Wakeups(sync_client(settings), store_keys(settings))
-    leases = LeaseKeeper(store, settings.lease_s, settings.cancel_grace_s)
+    leases = LeaseKeeper(store, settings.lease_s, settings.cancel_grace_s, min_peers=min_peers)
     reports = ReportFlusher(settings.report_delay_ms / 1000)
     return RunDeps(settings, store, registry, leases, wakeups, reports)
 
@@ -132,7 +133,7 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
             terminate if alone else None, on_state, let_go=None if slot is None else slot.let_go
         )
         started = time.perf_counter()
-        outcome = run_task(app.run_deps(), run, control)
+        outcome = run_task(app.run_deps(), run, control, alone=alone)
         run_metrics.record(tool_name, outcome, time.perf_counter() - started)
         if outcome in _NOT_A_SUCCESS:
             raise Ignore()

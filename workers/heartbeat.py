@@ -58,8 +58,13 @@ class KeptRun:
 
 
 class LeaseKeeper:
-    def __init__(self, store: TaskStore, lease_s: float, grace_s: float) -> None:
+    def __init__(
+        self, store: TaskStore, lease_s: float, grace_s: float, *, min_peers: int = 0
+    ) -> None:
         self._store = store
+        #: What each renewal tells the store of this process's other runs, at least (see
+        #: ``TaskStore.renew_many``; a run of its own says 1: ``workers.solo``).
+        self._min_peers = min_peers
         self._lease_ms = int(lease_s * 1000)
         self._interval = min(max(lease_s / 3, 0.05), 0.5)
         self._grace_s = grace_s
@@ -82,6 +87,11 @@ class LeaseKeeper:
             yield run
         finally:
             self._drop(run)
+
+    def held(self) -> int:
+        """How many runs this process holds now."""
+        with self._lock:
+            return len(self._runs)
 
     def hand_back_all(self) -> int:
         """The worker is shutting down: release every run this process holds, so other
@@ -125,7 +135,8 @@ class LeaseKeeper:
         if not live:
             return
         try:
-            renewals = self._store.renew_many([(r.ref, r.gen) for r in live], self._lease_ms)
+            pairs = [(r.ref, r.gen) for r in live]
+            renewals = self._store.renew_many(pairs, self._lease_ms, self._min_peers)
         except StoreUnavailable:
             log.warning("lease renewal failed: task store unavailable")
             return

@@ -31,6 +31,7 @@ class RunOutcome(StrEnum):
     GONE = "gone"  # the task expired
     TERMINAL = "terminal"  # the task has ended
     POISONED = "poisoned"  # its runs kept losing their worker (MCPQ_MAX_RUNS)
+    SOLO = "solo"  # it must run alone: this job ran it in a process of its own (workers.solo)
     # The run ended, but the fence refused its finish: its result was discarded.
     DISCARDED_GONE = "discarded-gone"
     DISCARDED_SUPERSEDED = "discarded-superseded"
@@ -63,6 +64,7 @@ _NOT_STARTED = {
     Reply.GONE: RunOutcome.GONE,
     Reply.TERMINAL: RunOutcome.TERMINAL,
     Reply.POISONED: RunOutcome.POISONED,
+    Reply.SOLO: RunOutcome.SOLO,
 }
 _DISCARDED = {
     Reply.GONE: RunOutcome.DISCARDED_GONE,

@@ -36,6 +36,7 @@ from shared.settings import Settings
 from shared.store import Reply, TaskRecord, TaskStatus, TaskStore
 from shared.store.wakeups import Wakeups, Watch
 from shared.tools import Registry, Tool
+from workers import solo
 from workers.context import RunContext
 from workers.execution import RunAbandoned, ToolCall
 from workers.heartbeat import KeptRun, LeaseKeeper, Watchdog
@@ -122,17 +123,24 @@ class _Ending:
         log.info("run ended", extra=fields)
 
 
-def run_task(deps: RunDeps, run: Run, control: RunControl) -> RunOutcome:
-    """Run the task's tool once; returns what happened (a log and metrics label), and logs it."""
+def run_task(deps: RunDeps, run: Run, control: RunControl, *, alone: bool = False) -> RunOutcome:
+    """Run the task's tool once; returns what happened (a log and metrics label), and logs it.
+    ``alone``: nothing else runs in this process (a prefork pool process, a run of its own);
+    otherwise a task that must run alone is run in a child process (``workers.solo``)."""
     ending = _Ending(run)
-    outcome = _run(deps, run.ref, control, ending)
+    outcome = _run(deps, run.ref, control, ending, alone)
+    if outcome is RunOutcome.SOLO:
+        solo.run_alone(deps.store.lost_alone, run)  # the child logs its own run's end
+        return outcome
     ending.log(outcome)
     return outcome
 
 
-def _run(deps: RunDeps, ref: str, control: RunControl, ending: _Ending) -> RunOutcome:
+def _run(deps: RunDeps, ref: str, control: RunControl, ending: _Ending, alone: bool) -> RunOutcome:
     s, store = deps.settings, deps.store
-    claim = store.claim(ref, int(s.lease_s * 1000))
+    # What a loss of this run would say about its tool depends on what else its process
+    # holds (judge_loss in _prelude.lua): the claim records it, each renewal updates it.
+    claim = store.claim(ref, int(s.lease_s * 1000), deps.leases.held(), alone=alone)
     if claim.unreadable:
         # Its payloads do not open with this process's MCPQ_DATA_KEYS (logged by the store,
         # with the key id). This worker may be the one misconfigured (a rolling deploy that has

@@ -58,7 +58,9 @@ def sweep_once(app: Celery, store: TaskStore, settings: Settings) -> int:
             return 0
         # sweep.lua re-arms each due task on the unclaimed list before we publish, so a
         # message lost here (broker down, this process killed) is found again next time.
-        due = store.sweep(int(settings.unclaimed_after_s * 1000))
+        due = store.sweep(
+            int(settings.unclaimed_after_s * 1000), lease_ms=int(settings.lease_s * 1000)
+        )
         for item in due:
             if item.poisoned:
                 # Not sent again; a sweeper that dies before this finds it again (re-armed).

@@ -78,23 +78,41 @@ def _parse_claim(ref: str, payloads: Payloads) -> Callable[[list[Any]], Claim]:
 
 
 def claim(
-    k: Keys, ref: str, lease_ms: int, payloads: Payloads = PLAIN, *, max_lost: int = 0
+    k: Keys,
+    ref: str,
+    lease_ms: int,
+    payloads: Payloads = PLAIN,
+    *,
+    max_lost: int = 0,
+    peers: int = 0,
+    excuse_ms: int = 0,
+    alone: bool = True,
 ) -> ScriptCall[Claim]:
     """``max_lost``: a task whose runs lost their worker that often is not run again
-    (POISONED; the sweeper fails it); 0: no limit."""
+    (POISONED; the sweeper fails it); 0: no limit. ``peers``: the other runs the claiming
+    process holds; ``alone``: nothing else will run in the run's process (a task that must run
+    alone answers SOLO otherwise);
+    ``excuse_ms``: when the claiming process last found the store unreachable (``judge_loss``
+    in ``_prelude.lua``)."""
     shard = k.at(ref)
     keys = [k.task(ref), k.answers(ref), shard.leases, shard.unclaimed]
-    args: list[Arg] = [ref, lease_ms, max_lost]
+    args: list[Arg] = [ref, lease_ms, max_lost, peers, excuse_ms, 1 if alone else 0]
     return ScriptCall("claim", keys, args, _parse_claim(ref, payloads))
+
+
+def lost_alone(k: Keys, ref: str) -> ScriptCall[bool]:
+    return ScriptCall("lost_alone", [k.task(ref)], [], lambda r: int(r) == 1)
 
 
 def _parse_renewal(reply: list[Any]) -> Renewal:
     return Renewal(reply_code(reply), TaskStatus(reply[1]) if len(reply) > 1 else None)
 
 
-def renew(k: Keys, ref: str, gen: int, lease_ms: int) -> ScriptCall[Renewal]:
+def renew(k: Keys, ref: str, gen: int, lease_ms: int, peers: int = 0) -> ScriptCall[Renewal]:
+    """``peers``: the other runs the renewing process holds (what a lapse of this lease would
+    say about the tool: ``judge_loss`` in ``_prelude.lua``)."""
     keys = [k.task(ref), k.at(ref).unclaimed]  # the due index: leases and start-by deadlines
-    return ScriptCall("renew", keys, [ref, gen, lease_ms], _parse_renewal)
+    return ScriptCall("renew", keys, [ref, gen, lease_ms, peers], _parse_renewal)
 
 
 def report(
@@ -221,9 +239,18 @@ def save_step(
     return ScriptCall("save_step", [k.task(ref), k.steps(ref)], args, parse)
 
 
-def sweep(shard: Shard, unclaimed_ms: int, batch: int, max_lost: int = 0) -> ScriptCall[list[Due]]:
+def sweep(
+    shard: Shard,
+    unclaimed_ms: int,
+    batch: int,
+    max_lost: int = 0,
+    lease_ms: int = 0,
+    excuse_ms: int = 0,
+) -> ScriptCall[list[Due]]:
     """One shard's sweep (its indexes and, undeclared, its task hashes: all on its slot).
-    ``max_lost``: lost runs after which a task is returned poisoned (0: never)."""
+    ``max_lost``: lost runs after which a task is returned poisoned (0: never); ``lease_ms``,
+    ``excuse_ms``: the deployment's lease, and when the sweeping process last found the store
+    unreachable (what a lapsed lease says about its tool: ``judge_loss`` in ``_prelude.lua``)."""
 
     def parse(r: list[str]) -> list[Due]:
         return [
@@ -232,7 +259,7 @@ def sweep(shard: Shard, unclaimed_ms: int, batch: int, max_lost: int = 0) -> Scr
         ]
 
     keys = [shard.leases, shard.unclaimed, shard.active, shard.expiry]
-    args: list[Arg] = [shard.task_prefix, unclaimed_ms, batch, max_lost]
+    args: list[Arg] = [shard.task_prefix, unclaimed_ms, batch, max_lost, lease_ms, excuse_ms]
     return ScriptCall("sweep", keys, args, parse)
 
 

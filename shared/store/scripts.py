@@ -28,6 +28,7 @@ NAMES = (
     "release",
     "save_step",
     "begin_step",
+    "lost_alone",
     "sweep",
     "unlock",
     "list_add",

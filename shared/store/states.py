@@ -41,3 +41,4 @@ class Reply(StrEnum):
     RESUME = "RESUME"  # answer: all answered; the task was parked and must be enqueued
     CANCELLED = "CANCELLED"  # cancel: the task is now cancelled
     POISONED = "POISONED"  # claim: its runs kept losing their worker; the sweeper fails it
+    SOLO = "SOLO"  # claim: the task must run alone, and the claiming process holds other runs

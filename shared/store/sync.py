@@ -11,6 +11,7 @@ records, never a connection.
 from __future__ import annotations
 
 import functools
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis
 
+from shared.errors import StoreUnavailable
 from shared.store import rotation, run_calls, stats
 from shared.store.call_types import PipelineCall, ScriptCall
 from shared.store.keyspace import Keys
@@ -74,6 +76,8 @@ class TaskStore:
         self._payloads = payloads
         #: The steps this store shares with the asyncio one (and its clock: ``now_ms``).
         self.plans = TaskPlans(self._keys, payloads, tally=tally)
+        #: When (monotonic) a call of this store last failed for want of Redis.
+        self._unreachable_at: float | None = None
 
     def close(self) -> None:
         """Write the counts still tallied, and close the client (a store that owns it)."""
@@ -85,7 +89,19 @@ class TaskStore:
     now_ms = blocking(TaskPlans.now_ms)
 
     def run(self, call: ScriptCall[T]) -> T:
-        return self._io.drive(self.plans.run(call))
+        try:
+            return self._io.drive(self.plans.run(call))
+        except StoreUnavailable:
+            self._unreachable_at = time.monotonic()
+            raise
+
+    def unreachable_at_ms(self) -> int:
+        """When (Redis's clock, ms) this process last found the store unreachable; 0: never.
+        A lease that lapsed after that moment's run last renewed is no evidence against its
+        tool: the run may simply not have reached Redis (``judge_loss`` in ``_prelude.lua``)."""
+        if self._unreachable_at is None:
+            return 0
+        return self.now_ms() - int((time.monotonic() - self._unreachable_at) * 1000)
 
     def run_many(self, many: Sequence[ScriptCall[T]]) -> list[T]:
         """Several script calls in one round trip (a pipeline, not a transaction: each script
@@ -98,23 +114,43 @@ class TaskStore:
             # either way; only the round trips differ.
             return [self.run(call) for call in many]
         now = self.now_ms()  # one reading for the batch: they go in one round trip
-        replies = self._io.eval_many([Eval(c.script, c.keys, args_at(c, now)) for c in many])
+        try:
+            replies = self._io.eval_many([Eval(c.script, c.keys, args_at(c, now)) for c in many])
+        except StoreUnavailable:
+            self._unreachable_at = time.monotonic()
+            raise
         return [call.parse(reply) for call, reply in zip(many, replies, strict=True)]
 
     def pipeline(self, call: PipelineCall[T]) -> T:
         return self._io.pipeline(call)
 
     # -- a worker's run --------------------------------------------------------------------------
-    def claim(self, ref: str, lease_ms: int) -> Claim:
-        call = run_calls.claim(self._keys, ref, lease_ms, self._payloads, max_lost=self.max_runs)
+    def claim(self, ref: str, lease_ms: int, peers: int = 0, *, alone: bool = True) -> Claim:
+        """``peers``: the other runs this process holds; ``alone``: nothing else will run in
+        this run's process (see ``run_calls.claim``)."""
+        call = run_calls.claim(
+            self._keys,
+            ref,
+            lease_ms,
+            self._payloads,
+            max_lost=self.max_runs,
+            peers=peers,
+            excuse_ms=self.unreachable_at_ms(),
+            alone=alone,
+        )
         return self.run(call)
 
     def renew(self, ref: str, gen: int, lease_ms: int) -> Renewal:
         return self.run(run_calls.renew(self._keys, ref, gen, lease_ms))
 
-    def renew_many(self, runs: Sequence[tuple[str, int]], lease_ms: int) -> list[Renewal]:
-        """Renew the leases of many runs (``(ref, gen)``) in one round trip."""
-        renewals = [run_calls.renew(self._keys, ref, gen, lease_ms) for ref, gen in runs]
+    def renew_many(
+        self, runs: Sequence[tuple[str, int]], lease_ms: int, min_peers: int = 0
+    ) -> list[Renewal]:
+        """Renew the leases of many runs (``(ref, gen)``) in one round trip. Renewed together,
+        they would lapse together: each run learns it has ``len(runs) - 1`` peers (at least
+        ``min_peers``: a run of its own counts its parent's group, ``workers.solo``)."""
+        peers = max(len(runs) - 1, min_peers)
+        renewals = [run_calls.renew(self._keys, ref, gen, lease_ms, peers) for ref, gen in runs]
         return self.run_many(renewals)
 
     def report(
@@ -157,6 +193,10 @@ class TaskStore:
         if tally is not None and reply is Reply.OK:  # fenced out: nothing to count
             tally.add(self._keys.at(ref).stats, f"{TaskStatus(status).value}:{tool}")
         return reply
+
+    def lost_alone(self, ref: str) -> bool:
+        """A run of its own died while its parent lived: its lapse counts (``lost_alone.lua``)."""
+        return self.run(run_calls.lost_alone(self._keys, ref))
 
     def release(self, ref: str, gen: int) -> Reply:
         return self.run(run_calls.release(self._keys, ref, gen))
@@ -204,16 +244,19 @@ class TaskStore:
     create = blocking(TaskPlans.create)
 
     # -- recovery: the sweeper ------------------------------------------------------------------
-    def sweep(self, unclaimed_ms: int, batch: int = 100) -> list[Due]:
+    def sweep(self, unclaimed_ms: int, batch: int = 100, lease_ms: int = 0) -> list[Due]:
         """Runs to enqueue again, and tasks to fail (``poisoned``: see ``max_runs``), from
         every shard in one round trip. ``batch`` bounds each index's due entries per call: a
         sharded store gives each shard its share (at least one), so a sweep (and the lock it
         holds) stays as short as with one shard."""
-        shards = self._keys.all_shards
+        shards, excuse = self._keys.all_shards, self.unreachable_at_ms()
         if len(shards) == 1:
-            return self.run(run_calls.sweep(shards[0], unclaimed_ms, batch, self.max_runs))
+            call = run_calls.sweep(shards[0], unclaimed_ms, batch, self.max_runs, lease_ms, excuse)
+            return self.run(call)
         each = max(1, -(-batch // len(shards)))
-        sweeps = [run_calls.sweep(s, unclaimed_ms, each, self.max_runs) for s in shards]
+        sweeps = [
+            run_calls.sweep(s, unclaimed_ms, each, self.max_runs, lease_ms, excuse) for s in shards
+        ]
         return [due for part in self.run_many(sweeps) for due in part]
 
     mark_enqueued = blocking(TaskPlans.mark_enqueued)

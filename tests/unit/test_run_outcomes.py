@@ -14,7 +14,7 @@ from workers.outcomes import RunOutcome
 #: Every label value a run can have, as dashboards read them.
 LABELS = {
     "completed", "failed", "cancelled", "parked", "abandoned", "superseded", "unreadable",
-    "busy", "gone", "terminal", "poisoned",
+    "busy", "gone", "terminal", "poisoned", "solo",
     "discarded-gone", "discarded-superseded", "discarded-terminal",
 }  # fmt: skip
 

@@ -41,7 +41,9 @@ class HealthyStore:
     def save_step(self, ref: str, gen: int, name: str, value: Any) -> tuple[Reply, Any]:
         return Reply.OK, value
 
-    def renew_many(self, runs: list[tuple[str, int]], lease_ms: int) -> list[Renewal]:
+    def renew_many(
+        self, runs: list[tuple[str, int]], lease_ms: int, min_peers: int = 0
+    ) -> list[Renewal]:
         self.renewals += len(runs)
         return [Renewal(Reply.OK, TaskStatus.WORKING) for _ in runs]
 

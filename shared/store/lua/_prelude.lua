@@ -50,3 +50,20 @@ end
 local function stat(field, n)
   if n ~= 0 then redis.call('HINCRBY', KEYS[#KEYS], field, n) end
 end
+
+-- A run's lease lapsed without a finish, park or release: is that evidence against its tool
+-- (MCPQ_MAX_RUNS)? Only when nothing else explains it. `lease`: the lapsed deadline; `peers`:
+-- how many other runs the run's process held at its last claim or renewal; `lease_ms`: the
+-- deployment's lease; `excuse`: the last moment (ms) the counting process found the store
+-- unreachable.
+-- 'excused': the store was unreachable after the run's last renewal (a Redis restart, a
+--   failover, a partition): the run could not renew; it is no evidence of anything.
+-- 'shared': the run's whole process went (killed from outside, a host lost, or one of its other
+--   runs' tools took it down): not counted, but the task is marked `solo`, so its next run is
+--   alone in a process of its own, where a loss does say something about its tool.
+-- 'lost': it ran alone and its process died: counted.
+local function judge_loss(lease, peers, lease_ms, excuse)
+  if excuse > 0 and excuse >= lease - lease_ms then return 'excused' end
+  if (tonumber(peers) or 0) > 0 then return 'shared' end
+  return 'lost'
+end

@@ -1,5 +1,6 @@
 -- renew: the running worker extends its lease (heartbeat) and learns the current status.
--- KEYS[1] task, KEYS[2] due zset (named `unclaimed`); ARGV[1] ref, ARGV[2] gen, ARGV[3] lease ms
+-- KEYS[1] task, KEYS[2] due zset (named `unclaimed`); ARGV[1] ref, ARGV[2] gen, ARGV[3] lease ms,
+-- ARGV[4] how many other runs the process holds (judge_loss in _prelude.lua reads it)
 -- returns {'OK', status} (renewed) | {'TERMINAL', status} | {'GONE'} | {'SUPERSEDED'}
 --      | {'PARKED'} (the run let go of the task: no renewal)
 local cur = redis.call('HMGET', KEYS[1], 'gen', 'status', 'parked', 'expire_at')
@@ -10,6 +11,6 @@ if cur[1] ~= ARGV[2] then return {'SUPERSEDED'} end
 if TERMINAL[cur[2]] then return {'TERMINAL', cur[2]} end
 if cur[3] == '1' then return {'PARKED'} end
 local lease = now + tonumber(ARGV[3])
-redis.call('HSET', KEYS[1], 'lease', lease)
+redis.call('HSET', KEYS[1], 'lease', lease, 'peers', ARGV[4])
 redis.call('ZADD', KEYS[2], due_at(lease, cur[4]), ARGV[1])
 return {'OK', cur[2]}

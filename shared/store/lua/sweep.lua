@@ -2,8 +2,9 @@
 -- within their bound (a web process died between persisting and enqueueing). Each found task is
 -- re-armed on the unclaimed list, so it is found again if this enqueue is lost too.
 -- An expired lease is a run that lost its worker (it neither finished, parked nor was released:
--- those zero the lease): counted in the task's `lost` field, here or in claim.lua, whichever
--- sees it first (both zero or replace the lease, so it is counted once). A task whose `lost`
+-- those zero the lease): judged (judge_loss in _prelude.lua) here or in claim.lua, whichever
+-- sees it first (both zero or replace the lease, so it is judged once), and counted in the
+-- task's `lost` field only if it is evidence against the tool. A task whose `lost`
 -- reached ARGV[4] is not enqueued again: it is returned as poisoned, and the caller fails it
 -- with finish.lua, fenced by the generation returned here (a run that claimed it since wins).
 -- It stays re-armed until then, so a sweeper that dies in between leaves it to the next sweep.
@@ -14,7 +15,8 @@
 -- KEYS[3] active zset, KEYS[4] legacy expiry zset (written by releases before expiries went
 -- into the due index; drained here);
 -- ARGV[1] key prefix of task hashes, ARGV[2] unclaimed bound ms, ARGV[3] max batch,
--- ARGV[4] lost runs after which a task is poisoned (0 = never)
+-- ARGV[4] lost runs after which a task is poisoned (0 = never), ARGV[5] lease ms, ARGV[6] the
+-- last moment (ms) the sweeping process found the store unreachable (0: never; see judge_loss)
 -- returns {ref, tool, queue, gen, poisoned ('1' or '0'), ref, ...}
 local out = {}
 local max_lost = tonumber(ARGV[4])
@@ -25,7 +27,7 @@ for _, zset in ipairs({KEYS[1], KEYS[2]}) do
   for _, ref in ipairs(due(zset)) do
     local key = ARGV[1] .. ref
     local cur = redis.call('HMGET', key, 'status', 'tool', 'queue', 'lease', 'parked', 'gen', 'lost',
-                           'expire_at')
+                           'expire_at', 'peers')
     redis.call('ZREM', zset, ref)
     local expiry = tonumber(cur[8])
     if not cur[1] or (expiry and expiry <= now and not TERMINAL[cur[1]]) then
@@ -48,8 +50,15 @@ for _, zset in ipairs({KEYS[1], KEYS[2]}) do
       else
         local lost = tonumber(cur[7]) or 0
         if lease > 0 then
-          lost = lost + 1
-          redis.call('HSET', key, 'lost', lost, 'lease', 0)
+          local loss = judge_loss(lease, cur[9], tonumber(ARGV[5]), tonumber(ARGV[6]))
+          if loss == 'lost' then
+            lost = lost + 1
+            redis.call('HSET', key, 'lost', lost, 'lease', 0)
+          elseif loss == 'shared' then
+            redis.call('HSET', key, 'solo', 1, 'lease', 0)
+          else
+            redis.call('HSET', key, 'lease', 0)
+          end
         end
         redis.call('ZADD', KEYS[2], due_at(now + tonumber(ARGV[2]), cur[8]), ref)
         local poisoned = '0'
