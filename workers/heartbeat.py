@@ -88,10 +88,11 @@ class LeaseKeeper:
         finally:
             self._drop(run)
 
-    def held(self) -> int:
-        """How many runs this process holds now."""
+    def peers(self) -> int:
+        """What a run this process claims now has as peers: the runs it holds (at least
+        ``min_peers``), as its renewals will say."""
         with self._lock:
-            return len(self._runs)
+            return max(len(self._runs), self._min_peers)
 
     def hand_back_all(self) -> int:
         """The worker is shutting down: release every run this process holds, so other

@@ -140,7 +140,7 @@ def _run(deps: RunDeps, ref: str, control: RunControl, ending: _Ending, alone: b
     s, store = deps.settings, deps.store
     # What a loss of this run would say about its tool depends on what else its process
     # holds (judge_loss in _prelude.lua): the claim records it, each renewal updates it.
-    claim = store.claim(ref, int(s.lease_s * 1000), deps.leases.held(), alone=alone)
+    claim = store.claim(ref, int(s.lease_s * 1000), deps.leases.peers(), alone=alone)
     if claim.unreadable:
         # Its payloads do not open with this process's MCPQ_DATA_KEYS (logged by the store,
         # with the key id). This worker may be the one misconfigured (a rolling deploy that has

@@ -16,6 +16,7 @@ input or ends.
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 
@@ -118,3 +119,68 @@ def test_progress_text_is_not_shown_once_the_task_asks_or_ends(
         assert "statusMessage" not in done, done
         assert text_of(done["result"]) == "after-report: yes"
         assert stack.task_hash(task_ref(task_id))["reports"] == "1", "the text was written"
+
+
+HEALTHY = 10
+
+
+def _all_claimed(stack: Stack, refs: list[str], runs: int) -> bool:
+    return all(int(stack.task_hash(ref)["runs"]) >= runs for ref in refs)
+
+
+@pytest.mark.timeout(180)
+def test_healthy_runs_killed_with_their_io_worker_three_times_are_not_poison(
+    make_stack: MakeStack,
+) -> None:
+    """A whole io worker killed from outside, three times, with ten healthy runs in it: each
+    loss is shared (the runs' renewals said so), so none counts (``lost`` stays 0). The first
+    marks the tasks ``solo``; their next runs are each a process of its own, in the worker's
+    process group: killed with it, their renewals still said they had peers."""
+    stack = make_stack(workers=0, env=POISON_KNOBS)
+    stack.start_worker(pool="io", concurrency=2 * HEALTHY)
+    with McpClient(stack.url(0)) as client:
+        args = [{"seconds": 12, "label": f"healthy {i}"} for i in range(HEALTHY)]
+        ids = [client.create_task("slow_compute", a)["taskId"] for a in args]
+        refs = [task_ref(task_id) for task_id in ids]
+        for kill in range(3):
+            wait_until(
+                lambda k=kill: _all_claimed(stack, refs, k + 1),  # type: ignore[misc]
+                timeout=60,
+                interval=0.1,
+                message=f"every task running before kill {kill + 1}",
+            )
+            time.sleep(LEASE_S / 2)  # a renewal or two: each lease says how many peers it had
+            (victim,) = stack.workers
+            stack.kill_group(victim, signal.SIGKILL)
+            stack.reap(victim)
+            stack.start_worker(pool="io", concurrency=2 * HEALTHY)
+        done = [client.wait_for_status(t, "completed", timeout=90) for t in ids]
+    assert [d["status"] for d in done] == ["completed"] * HEALTHY, done
+    hashes = [stack.task_hash(ref) for ref in refs]
+    assert [h.get("lost", "0") for h in hashes] == ["0"] * HEALTHY
+    assert all(h.get("solo") == "1" and int(h["runs"]) >= 4 for h in hashes), hashes
+
+
+@pytest.mark.timeout(180)
+def test_waiting_runs_outlive_three_redis_restarts_without_being_poison(
+    make_stack: MakeStack,
+) -> None:
+    """Redis restarted three times, each outage longer than the lease, under ten waiting runs:
+    their leases lapse because nobody could reach the store, which says nothing about their
+    tool (every process saw the store unreachable since the runs last renewed)."""
+    stack = make_stack(workers=0, env=POISON_KNOBS, aof=True)
+    stack.start_worker(pool="io", concurrency=2 * HEALTHY)
+    with McpClient(stack.url(0)) as client:
+        args = [{"seconds": 25, "label": f"waiting {i}"} for i in range(HEALTHY)]
+        ids = [client.create_task("slow_compute", a)["taskId"] for a in args]
+        refs = [task_ref(task_id) for task_id in ids]
+        wait_until(lambda: _all_claimed(stack, refs, 1), timeout=30, message="every task running")
+        for _ in range(3):
+            time.sleep(LEASE_S / 2)
+            stack.stop_redis()
+            time.sleep(LEASE_S + SWEEP_S)  # every lease lapses meanwhile
+            stack.start_redis_again()
+            wait_until(lambda: client.get(ids[0]).status == 200, timeout=20, message="Redis back")
+        done = [client.wait_for_status(t, "completed", timeout=90) for t in ids]
+    assert [d["status"] for d in done] == ["completed"] * HEALTHY, done
+    assert [stack.task_hash(ref).get("lost", "0") for ref in refs] == ["0"] * HEALTHY
