@@ -10,6 +10,8 @@ re-sent because no worker started them are not lost runs.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from shared.settings import Settings
@@ -154,3 +156,66 @@ def test_without_a_limit_lost_runs_are_counted_and_the_task_runs_on(
         assert [d.poisoned for d in store.sweep(60_000)] == [False]
     assert field(store, ref, "lost") == "4"
     assert store.claim(ref, 5_000).reply is Reply.OK
+
+
+# -- what a loss says about the tool (judge_loss in _prelude.lua) ------------------------------
+
+
+def test_a_loss_shared_with_other_runs_is_not_counted_and_the_task_must_run_alone(
+    poison: WhiteBoxStore, tasks: TaskFactory, clock: RedisClock
+) -> None:
+    store = poison
+    ref = tasks.new()
+    for _ in range(MAX_RUNS + 1):  # more often than the limit: a whole io process, killed
+        claim = store.claim(ref, LEASE_MS, peers=0, alone=True)
+        assert claim.reply is Reply.OK, claim
+        store.renew_many([(ref, claim.gen), ("another-run", 1)], LEASE_MS)  # with a peer
+        assert field(store, ref, "peers") == "1"
+        clock.wait_past(int(field(store, ref, "lease") or 0))
+        assert store.sweep(60_000, lease_ms=LEASE_MS) == [Due(ref, "echo", "tools-q")]
+    assert (field(store, ref, "lost"), field(store, ref, "solo")) == ("0", "1")
+    # An io pool (other runs in its process) may not run it: it starts a process of its own.
+    assert store.claim(ref, LEASE_MS, peers=5, alone=False) == Claim(Reply.SOLO)
+    assert field(store, ref, "runs") == str(MAX_RUNS + 1), "SOLO wrote nothing"
+    own = store.claim(ref, LEASE_MS, peers=1, alone=True)  # the run of its own
+    assert own.reply is Reply.OK
+    # ... whose death while its parent lives counts: the parent says it was alone.
+    assert store.lost_alone(ref) is True
+    clock.wait_past(int(field(store, ref, "lease") or 0))
+    store.sweep(60_000, lease_ms=LEASE_MS)
+    assert field(store, ref, "lost") == "1"
+
+
+def test_a_lease_that_lapsed_while_the_store_was_unreachable_is_excused(
+    poison: WhiteBoxStore, tasks: TaskFactory, clock: RedisClock
+) -> None:
+    store = poison
+    ref = tasks.new()
+    lose_run(store, clock, ref)
+    store._unreachable_at = time.monotonic()  # the sweeping process just failed to reach it
+    assert store.sweep(60_000, lease_ms=LEASE_MS) == [Due(ref, "echo", "tools-q")]
+    assert field(store, ref, "lost") in (None, "0"), "no evidence: the run could not renew"
+    # A lapse whose run renewed after the store came back is evidence again.
+    gen = store.claim(ref, LEASE_MS).gen
+    clock.wait_past(store.unreachable_at_ms() + LEASE_MS)
+    store.renew(ref, gen, LEASE_MS)
+    clock.wait_past(int(field(store, ref, "lease") or 0))
+    store.sweep(60_000, lease_ms=LEASE_MS)
+    assert field(store, ref, "lost") == "1"
+
+
+def test_a_run_counted_lost_that_renews_after_all_withdraws_its_loss(
+    poison: WhiteBoxStore, tasks: TaskFactory, clock: RedisClock
+) -> None:
+    """Paused past its lease (SIGSTOP), alone: counted; when it goes on, its renewal proves
+    it was alive, whether or not another run took the task over meanwhile."""
+    store = poison
+    ref = tasks.new()
+    paused = lose_run(store, clock, ref)
+    store.sweep(60_000, lease_ms=LEASE_MS)
+    assert field(store, ref, "lost") == "1"
+    assert store.claim(ref, 60_000).reply is Reply.OK  # taken over meanwhile
+    assert store.renew(ref, paused, LEASE_MS).reply is Reply.SUPERSEDED
+    assert field(store, ref, "lost") == "0"
+    assert store.renew(ref, paused, LEASE_MS).reply is Reply.SUPERSEDED
+    assert field(store, ref, "lost") == "0", "withdrawn once"

@@ -38,7 +38,12 @@ local lost = tonumber(cur[7]) or 0
 local solo = h.solo or '0'
 if tonumber(cur[2]) > 0 then
   local loss = judge_loss(tonumber(cur[2]), h.peers, tonumber(ARGV[2]), tonumber(ARGV[5]))
-  if loss == 'lost' then lost = lost + 1 elseif loss == 'shared' then solo = '1' end
+  if loss == 'lost' then
+    lost = lost + 1
+    redis.call('HSET', KEYS[1], 'lost_gen', cur[4])  -- see renew.lua: withdrawn if it renews
+  elseif loss == 'shared' then
+    solo = '1'
+  end
   if solo == '1' and not alone then
     redis.call('HSET', KEYS[1], 'lease', 0, 'solo', solo, 'lost', lost)
     return {'SOLO'}

@@ -53,7 +53,7 @@ for _, zset in ipairs({KEYS[1], KEYS[2]}) do
           local loss = judge_loss(lease, cur[9], tonumber(ARGV[5]), tonumber(ARGV[6]))
           if loss == 'lost' then
             lost = lost + 1
-            redis.call('HSET', key, 'lost', lost, 'lease', 0)
+            redis.call('HSET', key, 'lost', lost, 'lease', 0, 'lost_gen', cur[6])
           elseif loss == 'shared' then
             redis.call('HSET', key, 'solo', 1, 'lease', 0)
           else
