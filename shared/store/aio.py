@@ -91,8 +91,9 @@ class AsyncTaskStore:
 
         NOTE: subscribe first, read the task second: the scripts publish in the same step as the
         change, so nothing falls between the read and the first message (see ``publish`` in
-        ``lua/_prelude.lua``). Messages can still be lost if the connection drops, so a watcher
-        re-reads the task on a timer too.
+        ``lua/_prelude.lua``). Messages published while the watch connection is down are lost:
+        once it is back, each watcher of a task is told to read it again
+        (``shared.store.async_wakeups``).
 
         A task's changes are published only once it is marked watched: here, after subscribing
         (``mark``), or by the caller's first read (``get(..., watching=True)``, no round trip

@@ -54,6 +54,11 @@ RECONNECT_PAUSE_S = 0.5
 """The reader's pause between a lost watch connection and the next."""
 
 
+#: A task's own channel is its key (``…:t:<ref>``) and this (``Keys.events``); a listing scope's
+#: ends alike but names no task.
+EV_SUFFIX = ":ev"
+
+
 class AsyncWatch:
     """The changes of the watched tasks, as refs, one at a time."""
 
@@ -207,8 +212,8 @@ class AsyncWakeups:
 
     async def _connect(self) -> AbstractConnection:
         """A new watch connection, subscribed to every watched channel. Changes published
-        between the lost connection and this one are lost: every watcher also reads its tasks
-        again on a timer (``frontend.streams``)."""
+        between the lost connection and this one are lost: once each subscription is confirmed,
+        the watchers of a task are told to read it again (``_deliver``)."""
         async with self._writing:
             await self._drop()
             conn, give_back = await self._take()
@@ -256,6 +261,12 @@ class AsyncWakeups:
             future = self._confirm.pop(channel, None)
             if future is not None and not future.done():
                 future.set_result(None)
+            elif future is None and channel.endswith(EV_SUFFIX) and ":t:" in channel:
+                # Subscribed again on a new connection (``_connect``): a change published while
+                # there was none is lost. Each watcher is told its task may have changed, and
+                # reads it again now, after this confirmation: a later change is a message.
+                for watch in list(self._watches.get(channel, ())):
+                    watch.push(channel.removesuffix(EV_SUFFIX))
         elif kind == "message":
             for watch in list(self._watches.get(channel, ())):
                 watch.push(data)

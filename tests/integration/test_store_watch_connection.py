@@ -158,3 +158,30 @@ def test_on_a_cluster_a_cut_watch_connection_never_reaches_the_commands(
     finally:
         for admin in admins:
             admin.close()
+
+
+def test_a_watcher_reads_its_task_again_once_its_connection_is_back(
+    own_server: RedisProcess,
+) -> None:
+    """A change published while the watch connection was down (a Redis restart, a failover) is
+    lost to pub/sub: once the new connection confirmed its subscription, every watcher of a task
+    is told it may have changed, with no message, and reads it again (a push stream that missed
+    a task's end across a Redis restart showed it working until the client gave up)."""
+    admin = redis.Redis.from_url(own_server.url, decode_responses=True)
+
+    async def go() -> None:
+        store = open_web_store(Settings(redis_url=own_server.url))
+        try:
+            ref = uuid.uuid4().hex
+            async with store.tasks.watch([ref], mark=False) as watch:
+                assert await watch.next(0.2) is None, "nothing changed"
+                assert admin.client_kill_filter(_type="pubsub") == 1
+                assert await watch.next(5.0) == ref, "told to read again after the reconnect"
+                assert await watch.next(0.3) is None, "once"
+        finally:
+            await store.aclose()
+
+    try:
+        asyncio.run(go())
+    finally:
+        admin.close()
