@@ -2,11 +2,14 @@
 
 Like any tool module it is imported by the web tier and the workers, so it imports only
 ``shared`` and the standard library; the benchmark drivers (``pools``, ``recovery``,
-``answer_latency``) import nothing from here but the tool names.
+``answer_latency``, ``soak``) import nothing from here but the tool names (and, for the soak,
+the expected result of its job: ``soak_result``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import time
 
 from shared.tools import ToolContext, tool
@@ -56,3 +59,89 @@ def bench_effect(ctx: ToolContext, path: str, seconds: float = 2.0) -> str:
 def bench_answer(ctx: ToolContext) -> dict[str, float]:
     ctx.elicit("Go on?", _SCHEMA)
     return {"answered_at": time.time()}
+
+
+# -- the soak (``ops.bench.soak``) ----------------------------------------------------------------
+SOAK = "soak_job"
+SOAK_BULK = "soak_job_bulk"
+SOAK_BULK_QUEUE = "soak-bulk"
+SOAK_STEPS = ("one", "two")
+#: The file, in the directory a soak job is given, that every step call and save is appended to.
+SOAK_LOG = "steps.log"
+
+_WORD = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}
+
+
+def soak_step_value(tag: str, step: str) -> str:
+    """What step ``step`` of the job tagged ``tag`` returns: derived from both, so a value
+    memoized for another task or step shows up in the result."""
+    return hashlib.sha256(f"{tag}/{step}".encode()).hexdigest()[:8]
+
+
+def soak_result(tag: str, seconds: float, word: str | None) -> str:
+    """The text a soak job returns: its tag, both step values, the answer's word (``-`` when it
+    did not ask) and its sleep; the soak compares every result with this."""
+    values = "+".join(soak_step_value(tag, step) for step in SOAK_STEPS)
+    return f"{tag}:{values}:{'-' if word is None else word}:{seconds:g}"
+
+
+def _record(log: str, *fields: object) -> None:
+    """One line, one ``write`` on an ``O_APPEND`` descriptor: lines of concurrent runs (threads
+    or processes) never interleave."""
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, ("\t".join(map(str, fields)) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def _soak(ctx: ToolContext, tag: str, log_dir: str, seconds: float, ask: bool) -> str:
+    """Two memoized steps around a sleep (and, with ``ask``, a question between them). Each
+    step's function records its call (tag, step, the run's generation, pid, time, the step's
+    idempotency key) before it returns, and the tool records ``saved`` once ``ctx.step`` has
+    returned (with whether this run called the function): the soak tells from these lines
+    whether a second call of a step was allowed (its first caller died before saving) or not."""
+    log = os.path.join(log_dir, SOAK_LOG)
+    gen = getattr(ctx, "gen", -1)
+    word: str | None = None
+    for step in SOAK_STEPS:
+        called: list[bool] = []
+
+        def call(step: str = step, called: list[bool] = called) -> str:
+            called.append(True)
+            key = ctx.step_key(step)
+            _record(log, "call", tag, step, gen, os.getpid(), f"{time.time():.6f}", key)
+            return soak_step_value(tag, step)
+
+        value = ctx.step(step, call)
+        _record(log, "saved", tag, step, gen, os.getpid(), f"{time.time():.6f}", int(bool(called)))
+        if value != soak_step_value(tag, step):
+            return f"{tag}: step {step} returned {value!r}"
+        if step == SOAK_STEPS[0]:
+            ctx.sleep(seconds)
+            if ask:
+                answer = ctx.elicit(f"soak {tag}: the word?", _WORD)
+                content = answer.get("content") or {}
+                word = str(content.get("word")) if answer.get("action") == "accept" else "declined"
+    return soak_result(tag, seconds, word)
+
+
+@tool(
+    name=SOAK,
+    task="optional",
+    description="Soak: two recorded steps around a sleep, and maybe a question between them.",
+)
+def soak_job(ctx: ToolContext, tag: str, log_dir: str, seconds: float, ask: bool = False) -> str:
+    return _soak(ctx, tag, log_dir, seconds, ask)
+
+
+@tool(
+    name=SOAK_BULK,
+    task="optional",
+    queue=SOAK_BULK_QUEUE,
+    description="Soak: soak_job on the queue of the cpu (prefork) pool.",
+)
+def soak_job_bulk(
+    ctx: ToolContext, tag: str, log_dir: str, seconds: float, ask: bool = False
+) -> str:
+    return _soak(ctx, tag, log_dir, seconds, ask)
