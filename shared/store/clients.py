@@ -257,6 +257,8 @@ def open_store(settings: Settings) -> TaskStore:
         payloads(settings),
         max_runs=settings.max_runs,
         tally=stats_tally(settings),
+        min_replicas=settings.redis_min_replicas,
+        replica_wait_ms=settings.redis_replica_wait_ms,
     )
 
 

@@ -62,6 +62,8 @@ class TaskStore:
         *,
         max_runs: int = 0,
         tally: StatsTally | None = None,
+        min_replicas: int = 0,
+        replica_wait_ms: int = 1000,
     ) -> None:
         self._redis = client
         self._io = SyncDriver(client)
@@ -75,7 +77,14 @@ class TaskStore:
         #: Seals and opens payloads (``MCPQ_DATA_KEYS``; ``open_store`` passes them).
         self._payloads = payloads
         #: The steps this store shares with the asyncio one (and its clock: ``now_ms``).
-        self.plans = TaskPlans(self._keys, payloads, tally=tally)
+        #: ``min_replicas``: a claim and a step's memo wait for them (``TaskPlans.durable``).
+        self.plans = TaskPlans(
+            self._keys,
+            payloads,
+            tally=tally,
+            min_replicas=min_replicas,
+            replica_wait_ms=replica_wait_ms,
+        )
         #: When (monotonic) a call of this store last failed for want of Redis.
         self._unreachable_at: float | None = None
 
@@ -91,6 +100,14 @@ class TaskStore:
     def run(self, call: ScriptCall[T]) -> T:
         try:
             return self._io.drive(self.plans.run(call))
+        except StoreUnavailable:
+            self._unreachable_at = time.monotonic()
+            raise
+
+    def _durable(self, call: ScriptCall[T]) -> T:
+        """``call``, replicated when the deployment asks for it (``TaskPlans.durable``)."""
+        try:
+            return self._io.drive(self.plans.durable(call))
         except StoreUnavailable:
             self._unreachable_at = time.monotonic()
             raise
@@ -138,7 +155,7 @@ class TaskStore:
             excuse_ms=self.unreachable_at_ms(),
             alone=alone,
         )
-        return self.run(call)
+        return self._durable(call)
 
     def renew(self, ref: str, gen: int, lease_ms: int) -> Renewal:
         return self.run(run_calls.renew(self._keys, ref, gen, lease_ms))
@@ -202,7 +219,8 @@ class TaskStore:
         return self.run(run_calls.release(self._keys, ref, gen))
 
     def save_step(self, ref: str, gen: int, name: str, value: Any) -> tuple[Reply, Any]:
-        return self.run(run_calls.save_step(self._keys, ref, gen, name, value, self._payloads))
+        call = run_calls.save_step(self._keys, ref, gen, name, value, self._payloads)
+        return self._durable(call)
 
     def begin_step(self, ref: str, gen: int, name: str, lease_ms: int) -> StepStart:
         """Before a step's ``fn``: its memoized value, or proof (in the same round trip) that

@@ -16,7 +16,7 @@ import redis.cluster
 
 from shared.store import scripts
 from shared.store.call_types import PipelineCall
-from shared.store.plans import Done, Eval, Load, Op, Plan, ReadTime, resume
+from shared.store.plans import Done, Eval, EvalAndWait, Load, Op, Plan, ReadTime, resume
 from shared.store.redis_errors import as_store_error, store_errors
 
 T = TypeVar("T")
@@ -56,6 +56,8 @@ class SyncDriver:
             return self._command("EVALSHA", script.sha, len(op.keys), *op.keys, *op.args)
         if isinstance(op, PipelineCall):
             return self._pipeline(op)
+        if isinstance(op, EvalAndWait):
+            return self._eval_and_wait(op)
         if isinstance(op, ReadTime):
             return self.client.time()
         if isinstance(op, Load):
@@ -79,6 +81,27 @@ class SyncDriver:
             )
         finally:
             pool.release(conn)
+
+    def _eval_and_wait(self, op: EvalAndWait) -> list[Any]:
+        """The script's reply and ``WAIT``'s, from one pipeline on one connection (``WAIT``
+        counts the writes of its own connection); an error reply is raised (``NOSCRIPT``
+        first). On a Cluster both go to the node owning the keys' slot (redis-py's cluster
+        pipeline would send a keyless ``WAIT`` to another node: ``AsyncDriver._on_keys_node``)."""
+        evalsha = ("EVALSHA", self._scripts[op.script].sha, len(op.keys), *op.keys, *op.args)
+        client: redis.Redis = self.client
+        if self.cluster:
+            cluster = self.client
+            assert isinstance(cluster, redis.cluster.RedisCluster)
+            node = cluster.get_node_from_key(op.keys[0])
+            client = node.redis_connection
+        pipe = client.pipeline(transaction=False)
+        pipe.execute_command(*evalsha)  # type: ignore[no-untyped-call]
+        pipe.execute_command("WAIT", op.replicas, op.timeout_ms)  # type: ignore[no-untyped-call]
+        replies = pipe.execute(raise_on_error=False)
+        for value in replies:
+            if isinstance(value, Exception):
+                raise value
+        return replies
 
     def _pipeline(self, call: PipelineCall[T]) -> T:
         pipe = self.client.pipeline(transaction=False)

@@ -5,11 +5,12 @@ runs the create and the enqueue mark (the sweeper, tests and tools), the same st
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import Any, TypeVar
 
 from shared.errors import StoreUnavailable, TaskNotFound
 from shared.jobs import Message
 from shared.store import client_calls, create_calls
+from shared.store.call_types import ScriptCall
 from shared.store.client_calls import Answered, Cancelled
 from shared.store.clock import RedisClock
 from shared.store.create_calls import Admission, NewTask
@@ -20,6 +21,8 @@ from shared.store.records import TaskRecord
 from shared.store.redis_errors import NotReplicated
 from shared.store.states import Reply
 from shared.store.tally import StatsTally
+
+T = TypeVar("T")
 
 
 class TaskPlans(ScriptPlans):
@@ -43,6 +46,19 @@ class TaskPlans(ScriptPlans):
         #: (``MCPQ_REDIS_MIN_REPLICAS``; 0: the primary's word is enough), and for how long
         #: the write waits for them (``MCPQ_REDIS_REPLICA_WAIT_MS``).
         self.min_replicas, self.replica_wait_ms = min_replicas, replica_wait_ms
+
+    def durable(self, call: ScriptCall[T]) -> Plan[T]:
+        """``call``, and with ``min_replicas`` its ``WAIT`` too: a run's write that a failover
+        must not undo though no client is told of it (a claim: its generation fences every
+        earlier run, and a promoted replica without it would hand the same generation to a
+        second run; a step's memo: without it a replay calls ``fn`` again). Fewer replicas
+        than required: :class:`NotReplicated` (the run stops; its lease lapses, excused)."""
+        if not self.min_replicas:
+            return (yield from self.run(call))
+        result, replicas = yield from self.replicated(call, self.min_replicas, self.replica_wait_ms)
+        if replicas < self.min_replicas:
+            raise NotReplicated(self.min_replicas, replicas)
+        return result
 
     # -- the client's side of a task -------------------------------------------------------------
     def create(

@@ -185,3 +185,38 @@ def _status_on_cluster(cluster: LocalCluster, key: str) -> str | None:
     (owner,) = [node for node in primaries if key_slot in cluster.slots_of(node)]
     with cluster.client(owner) as c:
         return c.hget(key, "status")  # type: ignore[no-any-return]
+
+
+def test_a_runs_claim_and_step_memo_wait_for_a_replica(primary: RedisProcess) -> None:
+    """A run's writes that a failover must not undo: its claim (the generation that fences
+    every earlier run: a promoted replica without it gives the same generation to a second run)
+    and a step's memo (without it the replay calls ``fn`` again). Unconfirmed, the run stops
+    (``NotReplicated``); confirmed, the replica holds both."""
+    keys = Keys(f"t{uuid.uuid4().hex[:8]}")
+    settings = Settings(redis_url=primary.url)
+
+    def worker(wait_ms: int) -> TaskStore:
+        return TaskStore(sync_client(settings), keys, min_replicas=1, replica_wait_ms=wait_ms)
+
+    web = TaskStore(sync_client(settings), keys)  # creates, as the web tier does
+    lonely, task = worker(100), _task()
+    assert web.create(task, 1_000) is not None
+    redis.Redis.from_url(primary.url).script_flush()  # a promoted replica's empty cache
+    with pytest.raises(NotReplicated):
+        lonely.claim(task.ref, 5_000)
+    args = (*IN_MEMORY_ARGS, "--replicaof", "127.0.0.1", str(primary.port))
+    with RedisProcess(extra_args=args) as replica:
+        raw = redis.Redis.from_url(replica.url, decode_responses=True)
+        wait_until(
+            lambda: raw.info("replication")["master_link_status"] == "up",
+            timeout=15,
+            interval=0.05,
+        )
+        store, task = worker(5_000), _task()  # a busy machine's replica may be slow
+        assert web.create(task, 1_000) is not None
+        claim = store.claim(task.ref, 5_000)
+        assert claim.reply is Reply.OK
+        assert raw.hget(keys.task(task.ref), "gen") == str(claim.gen), "on the replica already"
+        assert store.save_step(task.ref, claim.gen, "charge", "ch_1") == (Reply.OK, "ch_1")
+        assert raw.hexists(keys.steps(task.ref), "charge")
+        raw.close()
