@@ -127,7 +127,9 @@ default pool (100, then an error) would."""
 
 
 def sync_client(settings: Settings, *, block_s: float = 0.0) -> redis.Redis:
-    timeout = settings.redis_timeout_s + block_s
+    # A run's claim and step memos wait for replicas too (``TaskPlans.durable``).
+    wait_s = settings.redis_replica_wait_ms / 1000 if settings.redis_min_replicas else 0.0
+    timeout = settings.redis_timeout_s + block_s + wait_s
     if settings.redis_cluster:
         return _sync_cluster(settings, timeout)
     pool = _sync_pool(

@@ -23,6 +23,8 @@ class NotReplicated(StoreUnavailable):
     def __init__(self, required: int, replicas: int) -> None:
         data = {"requiredReplicas": required, "replicas": replicas}
         McpError.__init__(self, INTERNAL_ERROR, "not replicated", data, http_status=503)
+        #: The script's own reply, as parsed: what it did on the primary.
+        self.result: object = None
 
 
 _NOT_NOW = (

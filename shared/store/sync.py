@@ -10,6 +10,7 @@ records, never a connection.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import uuid
@@ -26,7 +27,7 @@ from shared.store.keyspace import Keys
 from shared.store.payloads import PLAIN, Payloads
 from shared.store.plans import Eval, Plan, args_at
 from shared.store.records import TaskRecord
-from shared.store.redis_errors import store_errors
+from shared.store.redis_errors import NotReplicated, store_errors
 from shared.store.run_calls import Claim, Due, InputPoll, Renewal, StepStart
 from shared.store.states import Reply, TaskStatus
 from shared.store.stats import StatsSnapshot
@@ -155,7 +156,16 @@ class TaskStore:
             excuse_ms=self.unreachable_at_ms(),
             alone=alone,
         )
-        return self._durable(call)
+        try:
+            return self._durable(call)
+        except NotReplicated as refused:
+            # The claim stands on the primary only: handed back at once, so its lease neither
+            # holds the task nor lapses into a lost run; the sweeper sends it again.
+            claimed = refused.result
+            if isinstance(claimed, Claim) and claimed.reply is Reply.OK:
+                with contextlib.suppress(StoreUnavailable):
+                    self.release(ref, claimed.gen)
+            raise
 
     def renew(self, ref: str, gen: int, lease_ms: int) -> Renewal:
         return self.run(run_calls.renew(self._keys, ref, gen, lease_ms))

@@ -57,7 +57,9 @@ class TaskPlans(ScriptPlans):
             return (yield from self.run(call))
         result, replicas = yield from self.replicated(call, self.min_replicas, self.replica_wait_ms)
         if replicas < self.min_replicas:
-            raise NotReplicated(self.min_replicas, replicas)
+            refused = NotReplicated(self.min_replicas, replicas)
+            refused.result = result  # what the write did on the primary (to undo: a claim)
+            raise refused
         return result
 
     # -- the client's side of a task -------------------------------------------------------------

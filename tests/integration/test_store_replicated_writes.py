@@ -204,6 +204,10 @@ def test_a_runs_claim_and_step_memo_wait_for_a_replica(primary: RedisProcess) ->
     redis.Redis.from_url(primary.url).script_flush()  # a promoted replica's empty cache
     with pytest.raises(NotReplicated):
         lonely.claim(task.ref, 5_000)
+    # Handed back: the claim neither holds the task nor lapses into a lost run.
+    plain = redis.Redis.from_url(primary.url, decode_responses=True)
+    assert plain.hmget(keys.task(task.ref), ["gen", "lease"]) == ["1", "0"]
+    plain.close()
     args = (*IN_MEMORY_ARGS, "--replicaof", "127.0.0.1", str(primary.port))
     with RedisProcess(extra_args=args) as replica:
         raw = redis.Redis.from_url(replica.url, decode_responses=True)
