@@ -63,6 +63,13 @@ def _csv(raw: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise ValueError(f"must be 1 or more: {raw!r}")
+    return value
+
+
 def _limit(raw: str) -> int:
     value = int(raw)
     if value < 0:
@@ -280,6 +287,10 @@ class Settings:
     #: Runs of one task that may lose their worker (lease expired unfinished) before the task
     #: fails instead of running again (a tool that kills its worker); 0: no limit.
     max_runs: int = field(default=3, metadata={"env": "MCPQ_MAX_RUNS", "parse": _limit})
+    #: Runs of their own (``workers.solo``) an io pool process runs at once; more wait.
+    solo_concurrency: int = field(
+        default=4, metadata={"env": "MCPQ_SOLO_CONCURRENCY", "parse": _positive_int}
+    )
     unclaimed_after_s: float = field(
         default=30.0, metadata={"env": "MCPQ_UNCLAIMED_AFTER_S", "parse": float}
     )

@@ -130,7 +130,8 @@ def run_task(deps: RunDeps, run: Run, control: RunControl, *, alone: bool = Fals
     ending = _Ending(run)
     outcome = _run(deps, run.ref, control, ending, alone)
     if outcome is RunOutcome.SOLO:
-        solo.run_alone(deps.store.lost_alone, run)  # the child logs its own run's end
+        # The child logs its own run's end.
+        solo.run_alone(deps.store.lost_alone, run, deps.settings.solo_concurrency)
         return outcome
     ending.log(outcome)
     return outcome

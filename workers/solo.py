@@ -4,9 +4,10 @@ Poison protection (``MCPQ_MAX_RUNS``) counts a lapsed lease against a task's too
 run was alone in its process (``judge_loss`` in ``shared/store/lua/_prelude.lua``): an io pool
 process holds many runs, and when it dies (killed from outside, its host lost, or one tool among
 them calling ``os._exit``) nothing says which run, if any, was the cause. Such a loss is not
-counted; the task is marked ``solo`` instead, and its next run is alone: ``claim`` answers
-``SOLO`` to an io pool, whose job then runs the task here, in a child process holding nothing
-else (a prefork pool process is alone already), and waits for it.
+counted; at a task's second one it is marked ``solo``, and its next run is alone: ``claim``
+answers ``SOLO`` to an io pool, whose job then runs the task here, in a child process holding
+nothing else (a prefork pool process is alone already; ``MCPQ_SOLO_CONCURRENCY`` at once), and
+waits for it.
 
 The child is in its worker's process group, so whatever stops the worker (a platform's stop, a
 group kill) stops it too; its renewals therefore say it has peers, and such a loss is again not
@@ -30,20 +31,21 @@ log = logging.getLogger("mcpq.worker")
 
 _children: set[subprocess.Popen[bytes]] = set()
 _children_lock = threading.Lock()
+#: ``MCPQ_SOLO_CONCURRENCY`` children at once per process (a host that died may leave many
+#: tasks to run alone; each child is a Python process). More wait here, on their job's thread.
+_slots: threading.BoundedSemaphore | None = None
 
 
-def run_alone(lost_alone: Callable[[str], object], run: Run) -> int:
+def run_alone(lost_alone: Callable[[str], object], run: Run, concurrency: int) -> int:
     """Run ``run`` in a child process of its own and wait for it; returns its exit status.
     ``lost_alone``: the store's (called when the child died abnormally)."""
-    argv = [sys.executable, "-m", "workers.solo_run", run.tool, run.ref, run.queue, run.request_id]
-    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+    global _slots
     with _children_lock:
-        _children.add(child)
-    try:
-        code = child.wait()
-    finally:
-        with _children_lock:
-            _children.discard(child)
+        if _slots is None:
+            _slots = threading.BoundedSemaphore(concurrency)
+        slots = _slots
+    with slots:
+        code = _run_child(run)
     if code != 0:
         # The child died (a signal, os._exit) and this process did not: the loss was its own.
         log.warning(
@@ -56,6 +58,18 @@ def run_alone(lost_alone: Callable[[str], object], run: Run) -> int:
         except Exception:  # the store is down: the lapse is then excused, and judged again
             log.warning("could not record the run's loss", exc_info=True)
     return code
+
+
+def _run_child(run: Run) -> int:
+    argv = [sys.executable, "-m", "workers.solo_run", run.tool, run.ref, run.queue, run.request_id]
+    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+    with _children_lock:
+        _children.add(child)
+    try:
+        return child.wait()
+    finally:
+        with _children_lock:
+            _children.discard(child)
 
 
 def stop_children() -> int:

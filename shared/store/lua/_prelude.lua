@@ -59,9 +59,17 @@ end
 -- 'excused': the store was unreachable after the run's last renewal (a Redis restart, a
 --   failover, a partition): the run could not renew; it is no evidence of anything.
 -- 'shared': the run's whole process went (killed from outside, a host lost, or one of its other
---   runs' tools took it down): not counted, but the task is marked `solo`, so its next run is
---   alone in a process of its own, where a loss does say something about its tool.
+--   runs' tools took it down): not counted, but counted in `shared`; at the second (a task
+--   present at two process deaths: one is what any long task on a host that dies sees) it is
+--   marked `solo` (see shared_loss), so its next run is alone in a process of its own, where a
+--   loss does say something about its tool.
 -- 'lost': it ran alone and its process died: counted.
+-- A shared loss of task `key`: counted, and `solo` from the second on; returns the solo flag.
+local function shared_loss(key)
+  if redis.call('HINCRBY', key, 'shared', 1) >= 2 then return '1' end
+  return redis.call('HGET', key, 'solo') or '0'
+end
+
 local function judge_loss(lease, peers, lease_ms, excuse)
   if excuse > 0 and excuse >= lease - lease_ms then return 'excused' end
   if (tonumber(peers) or 0) > 0 then return 'shared' end

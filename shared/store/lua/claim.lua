@@ -42,7 +42,7 @@ if tonumber(cur[2]) > 0 then
     lost = lost + 1
     redis.call('HSET', KEYS[1], 'lost_gen', cur[4])  -- see renew.lua: withdrawn if it renews
   elseif loss == 'shared' then
-    solo = '1'
+    solo = shared_loss(KEYS[1])
   end
   if solo == '1' and not alone then
     redis.call('HSET', KEYS[1], 'lease', 0, 'solo', solo, 'lost', lost)

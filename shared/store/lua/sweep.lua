@@ -55,7 +55,7 @@ for _, zset in ipairs({KEYS[1], KEYS[2]}) do
             lost = lost + 1
             redis.call('HSET', key, 'lost', lost, 'lease', 0, 'lost_gen', cur[6])
           elseif loss == 'shared' then
-            redis.call('HSET', key, 'solo', 1, 'lease', 0)
+            redis.call('HSET', key, 'solo', shared_loss(key), 'lease', 0)
           else
             redis.call('HSET', key, 'lease', 0)
           end
