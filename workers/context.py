@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from shared.bounds import LimitExceeded, check_bytes, shorten
-from shared.errors import TaskCancelled, ToolError
+from shared.errors import StoreUnavailable, TaskCancelled, ToolError
 from shared.store import InputPoll, Reply, TaskStatus, TaskStore
 from shared.store.wakeups import Watch
 from shared.tools import InputRequest, elicitation, missing_capabilities, sampling, step_key
@@ -23,6 +23,8 @@ from workers.interrupts import RunParked, RunSuperseded
 from workers.reports import PendingReport, ReportFlusher
 
 T = TypeVar("T")
+#: How long a step's value is retried through a store outage before the run gives up on it.
+SAVE_PATIENCE_S = 60.0
 _STOPPED = {TaskStatus.CANCELLED, None}  # None: the task is gone (expired)
 _KIND = {"elicitation/create": "elicit", "sampling/createMessage": "sample", "roots/list": "roots"}
 
@@ -218,11 +220,27 @@ class RunContext:
         except LimitExceeded as exc:
             raise ToolError(str(exc)) from None
         with self._inside():
-            self._flush_report()
-            reply, stored = self._store.save_step(self.ref, self.gen, name, result)
+            reply, stored = self._save_step(name, result)
         if reply is not Reply.OK:
             raise_for(reply)
         return stored  # type: ignore[no-any-return]
+
+    def _save_step(self, name: str, value: Any) -> tuple[Reply, Any]:
+        """Store what ``fn`` returned, through a store outage: ``fn`` has had its effect, and a
+        run that gave up here would leave the next run to call it again. Retried (with its
+        pending report first) for up to ``SAVE_PATIENCE_S``: a Redis restart or a Sentinel
+        failover takes seconds. A run taken over meanwhile still has its value kept
+        (``save_step.lua`` keeps an earlier generation's), and is refused."""
+        deadline, pause = time.monotonic() + SAVE_PATIENCE_S, 0.05
+        while True:
+            try:
+                self._flush_report()
+                return self._store.save_step(self.ref, self.gen, name, value)
+            except StoreUnavailable:
+                if time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     # -- internals ------------------------------------------------------------------------------
     def _ready(self) -> None:

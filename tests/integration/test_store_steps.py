@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from shared.errors import TaskCancelled
+from shared.errors import StoreUnavailable, TaskCancelled
 from shared.store import Reply
 from shared.tools import step_key
 from tests.support.white_box import quiet_watch
@@ -114,3 +114,30 @@ def test_a_taken_over_run_can_act_through_no_other_context_call(store, tasks, cl
     record = store.record(ref)
     assert record is not None and not record.message
     assert store.redis.hkeys(store.keys.inputs(ref)) == []
+
+
+class Flaky:
+    """The store, unreachable for the first ``failures`` step saves (a restart, a failover)."""
+
+    def __init__(self, store: Any, failures: int) -> None:
+        self._store, self.failures = store, failures
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def save_step(self, *args: Any) -> Any:
+        if self.failures:
+            self.failures -= 1
+            raise StoreUnavailable()
+        return self._store.save_step(*args)
+
+
+def test_a_steps_value_is_saved_through_a_store_outage(store, tasks) -> None:
+    """``fn`` has had its effect: a run that gave up on saving it would leave the next run to
+    call it again. It waits for the store instead."""
+    ref, gen = tasks.running()
+    flaky = Flaky(store, failures=3)
+    effects: list[str] = []
+    assert context(flaky, ref, gen).step("charge", lambda: effects.append("x") or 7) == 7
+    assert flaky.failures == 0 and effects == ["x"]
+    assert store.step_value(ref, "charge") == (True, 7)
