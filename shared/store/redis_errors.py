@@ -36,6 +36,9 @@ _NOT_NOW = (
     "TRYAGAIN",
     "CLUSTERDOWN",
     "NOREPLICAS",  # min-replicas-to-write: the primary has too few replicas right now
+    # A replicated write's WAIT on an instance a failover has just made a replica (its script
+    # ran there while it was still the primary; the write will not survive the resync).
+    "WAIT cannot be used with replica instances",
 )
 
 

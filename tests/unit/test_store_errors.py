@@ -20,6 +20,12 @@ from tests.support.redis_server import redis_server
         rexc.ResponseError("OOM command not allowed when used memory > 'maxmemory'."),
         rexc.ResponseError("LOADING Redis is loading the dataset in memory"),
         rexc.ResponseError("READONLY You can't write against a read only replica."),
+        # a replicated write's WAIT on a primary a Sentinel failover had just demoted
+        rexc.ResponseError(
+            "WAIT cannot be used with replica instances. Please also note that since Redis 4.0 "
+            "if a replica is configured to be writable (which is not the default) writes to "
+            "replicas are just local and are not propagated."
+        ),
         # uvloop, writing on a connection another request just closed (a cluster failover)
         RuntimeError(
             "unable to perform operation on <TCPTransport closed=True reading=False "
