@@ -216,6 +216,8 @@ ESTIMATES = {
     "tests/conformance/": 60.0,
     "tests/faults/": 15.0,
     "tests/faults/test_faults_cluster.py": 60.0,
+    "tests/faults/test_faults_poison.py::test_healthy_runs": 55.0,
+    "tests/faults/test_faults_poison.py::test_waiting_runs": 45.0,
     "tests/multihost/": 15.0,
     "tests/ops/": 3.0,
     "tests/ops/test_buildpack_install.py": 20.0,
