@@ -45,7 +45,7 @@ from typing import Any
 from ops.bench.bench_tools import MODULE, SOAK_LOG
 from ops.bench.soak_checks import StepFindings, StepRecord, check_push, check_steps, outcomes
 from ops.bench.soak_clients import LEGACY, MODERN, Client, FinalReads, Listener, Plan
-from ops.bench.soak_faults import Deployment, Faults
+from ops.bench.soak_faults import BY_NAME, KINDS, SENTINEL_KINDS, Deployment, Faults
 from ops.bench.soak_ledger import Job, Ledger, percentile
 from ops.bench.soak_sentinel import SentinelRedis
 from ops.bench.soak_wire import Replicas
@@ -84,6 +84,8 @@ class Options:
     every_kind: bool = False
     #: Redis through Sentinel (a primary, a replica, three sentinels), with failovers.
     sentinel: bool = False
+    #: Only these fault kinds (``soak_faults.BY_NAME``'s values); empty: every kind.
+    only: tuple[str, ...] = ()
 
 
 @dataclass
@@ -131,6 +133,7 @@ def run(options: Options, workdir: Path) -> Soak:
         every=options.every,
         stopped_s=options.stopped_s,
         seed=options.seed,
+        only=options.only,
     )
     began = time.monotonic()
     try:
@@ -317,6 +320,14 @@ def _range(text: str) -> tuple[float, float]:
     return first, second
 
 
+def _kinds(text: str) -> tuple[str, ...]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in BY_NAME]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"fault kinds are {', '.join(BY_NAME)}: not {text!r}")
+    return tuple(BY_NAME[name] for name in names)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.bench.soak", description=__doc__)
     parser.add_argument("--seconds", type=float, default=120.0, help="how long to soak")
@@ -334,7 +345,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="go on (at most twice as long) until every fault came")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     parser.add_argument("--json", action="store_true", help="the numbers as JSON, last line")
+    parser.add_argument("--only", type=_kinds, default=(), metavar="KIND,...",
+                        help=f"inject only these fault kinds ({', '.join(BY_NAME)})")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.only and not set(args.only) & set(SENTINEL_KINDS if args.sentinel else KINDS):
+        parser.error("--only names no fault kind of this deployment (failover: with --sentinel)")
     knobs = dict(k.split("=", 1) for k in args.knob)
     options = Options(
         args.seconds,
@@ -345,6 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         knobs,
         args.every_kind,
         args.sentinel,
+        args.only,
     )
     workdir = Path(tempfile.mkdtemp(prefix="mcpq-bench-soak-"))
     try:

@@ -38,6 +38,14 @@ WORKER_KILL, WORKER_STOP, WEB_KILL, REDIS_RESTART, FAILOVER = (
 KINDS = (WORKER_KILL, WORKER_STOP, WEB_KILL, REDIS_RESTART)
 #: With ``--sentinel``: the Redis fault is a failover.
 SENTINEL_KINDS = (WORKER_KILL, WORKER_STOP, WEB_KILL, FAILOVER)
+#: ``--only``'s names of the kinds.
+BY_NAME = {
+    "worker-kill": WORKER_KILL,
+    "worker-stop": WORKER_STOP,
+    "web-kill": WEB_KILL,
+    "redis-restart": REDIS_RESTART,
+    "failover": FAILOVER,
+}
 #: After a fault has been repaired, requests still count as "during a fault" for this long.
 AFTERMATH_S = 5.0
 IO_CONCURRENCY = 8
@@ -140,8 +148,11 @@ class Faults(threading.Thread):
         every: tuple[float, float] = (4.0, 8.0),
         stopped_s: tuple[float, float] = (3.0, 6.0),
         seed: int = 0,
+        only: tuple[str, ...] = (),
     ) -> None:
         super().__init__(name="soak-faults", daemon=True)
+        #: The kinds to inject (``--only``); empty: every kind.
+        self.only = only
         self.deployment, self.stack = deployment, deployment.stack
         self.replicas_remove = replicas_remove
         self.stop, self.every, self.stopped_s = stop, every, stopped_s
@@ -165,7 +176,8 @@ class Faults(threading.Thread):
 
     @property
     def kinds(self) -> tuple[str, ...]:
-        return KINDS if self.deployment.sentinel is None else SENTINEL_KINDS
+        kinds = KINDS if self.deployment.sentinel is None else SENTINEL_KINDS
+        return tuple(k for k in kinds if k in self.only) if self.only else kinds
 
     def _draw(self) -> str:
         if not self._deck:
