@@ -29,7 +29,7 @@ from frontend.http_messages import ClientGone
 from frontend.jsonrpc import RpcRequest
 from frontend.replies import Message
 from frontend.services import Services
-from shared.errors import INTERNAL_ERROR, McpError, TaskLost, TaskNotFound
+from shared.errors import INTERNAL_ERROR, McpError, StoreUnavailable, TaskLost, TaskNotFound
 from shared.protocol import META_RELATED_TASK
 from shared.store import TaskRecord, TaskStatus
 from shared.tools import missing_capabilities
@@ -40,6 +40,10 @@ Events = AsyncIterator[Message | None]
 #: The status message of a call cancelled by ``notifications/cancelled``: its stream then ends
 #: without a response (the spec: a cancelled request gets none).
 CLIENT_CANCELLED = "Cancelled by the client (notifications/cancelled)"
+#: How long a followed task's stream outlasts a store outage before it ends with the error (a
+#: Redis restart takes about a second, a Sentinel failover seconds), and how often it looks.
+STORE_GRACE_S = 30.0
+OUTAGE_POLL_S = 0.25
 
 
 @dataclass
@@ -138,7 +142,7 @@ class _Follower:
             # Marked watched by the first read (_step), not by a round trip of its own.
             async with self.services.tasks.watch([spec.task_id], mark=False) as watch:
                 while True:
-                    async for message in self._step():
+                    async for message in self._read():
                         yield message
                     if self.ended:
                         return
@@ -161,6 +165,29 @@ class _Follower:
                     await asyncio.shield(spec.abandon(reason))
         if failed is not None:
             yield self.answer(error=failed)
+
+    async def _read(self) -> Events:
+        """``_step``, outlasting a store outage.
+
+        NOTE: a started stream cannot answer 503 for its client to retry: ending it would end
+        the call (a synchronous call's run is cancelled with it) for what is usually a second
+        (a Redis restart) or a few (a failover). So it waits, with keep-alives, for up to
+        ``STORE_GRACE_S``, then ends with the error."""
+        outage_since: float | None = None
+        while True:
+            try:
+                async for message in self._step():
+                    yield message
+                return
+            except StoreUnavailable:
+                now = time.monotonic()
+                outage_since = now if outage_since is None else outage_since
+                if now - outage_since >= STORE_GRACE_S or now >= self.deadline:
+                    raise
+                if now - self.sent_at >= self.keepalive_s:
+                    self.sent_at = now
+                    yield None
+                await asyncio.sleep(OUTAGE_POLL_S)
 
     async def _step(self) -> Events:
         """Read the task and send what is new: progress, input requests, or the end."""

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from shared.bounds import LimitExceeded, check_bytes, shorten
 from shared.errors import StoreUnavailable, TaskCancelled, ToolError
-from shared.store import InputPoll, Reply, TaskStatus, TaskStore
+from shared.store import InputPoll, Reply, StepStart, TaskStatus, TaskStore
 from shared.store.wakeups import Watch
 from shared.tools import InputRequest, elicitation, missing_capabilities, sampling, step_key
 from workers.interrupts import RunParked, RunSuperseded
@@ -202,16 +202,7 @@ class RunContext:
 
     def step(self, name: str, fn: Callable[[], T]) -> T:
         with self._inside():
-            if self.cancel_seen.is_set():  # a cancel, or a takeover, this worker knows of
-                raise_for(self._stopped_by)
-            # NOTE: the memo is read fenced, with proof that this run still holds the task and
-            # a live lease, in one round trip, immediately before fn: a run that was taken over
-            # (paused or cut off past its lease while the sweeper re-sent its task) stops here
-            # instead of calling fn a second time. What remains is the gap between this reply
-            # and fn's first instruction: a pause longer than the lease exactly there.
-            start = self._store.begin_step(self.ref, self.gen, name, self._lease_ms)
-        if start.reply is not Reply.OK:
-            raise_for(start.reply)
+            start = self._begin_step(name)
         if start.found:
             return start.value  # type: ignore[no-any-return]
         result = fn()  # the tool's own code: it counts towards max_run_s like any other
@@ -224,6 +215,29 @@ class RunContext:
         if reply is not Reply.OK:
             raise_for(reply)
         return stored  # type: ignore[no-any-return]
+
+    def _begin_step(self, name: str) -> StepStart:
+        """The memo, or proof that this run may call the step's ``fn`` now.
+
+        NOTE: the memo is read fenced, with proof that this run still holds the task and a
+        live lease, in one round trip, immediately before ``fn``: a run that was taken over
+        (paused or cut off past its lease while the sweeper re-sent its task) stops here
+        instead of calling ``fn`` a second time. The proof is that the lease runs at least
+        half a lease past the moment the request went out; it is used only while a quarter of
+        a lease is left of that, on this process's clock, and is sought again otherwise: a
+        thread that waited long for the GIL after the reply, or a process stopped (SIGSTOP)
+        right there, does not call ``fn`` on a lease that may have lapsed (the soak once saw
+        one do so a second after its successor had). What remains is the few instructions
+        between this check and ``fn``'s first."""
+        while True:
+            if self.cancel_seen.is_set():  # a cancel, or a takeover, this worker knows of
+                raise_for(self._stopped_by)
+            sent = time.monotonic()
+            start = self._store.begin_step(self.ref, self.gen, name, self._lease_ms)
+            if start.reply is not Reply.OK:
+                raise_for(start.reply)
+            if start.found or time.monotonic() - sent < self._lease_ms / 4000:
+                return start
 
     def _save_step(self, name: str, value: Any) -> tuple[Reply, Any]:
         """Store what ``fn`` returned, through a store outage: ``fn`` has had its effect, and a

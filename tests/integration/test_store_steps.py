@@ -9,6 +9,7 @@ build that interleaving step by step on a real Redis, with the run's real ``RunC
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -141,3 +142,49 @@ def test_a_steps_value_is_saved_through_a_store_outage(store, tasks) -> None:
     assert context(flaky, ref, gen).step("charge", lambda: effects.append("x") or 7) == 7
     assert flaky.failures == 0 and effects == ["x"]
     assert store.step_value(ref, "charge") == (True, 7)
+
+
+class Slow:
+    """The store, whose first ``begin_step`` reply reaches the run late (a thread that waited
+    for the GIL, a process stopped right after the round trip)."""
+
+    def __init__(self, store: Any, late_s: float) -> None:
+        self._store, self._late_s, self.begun = store, late_s, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def begin_step(self, *args: Any) -> Any:
+        self.begun += 1
+        start = self._store.begin_step(*args)
+        if self.begun == 1:
+            time.sleep(self._late_s)
+        return start
+
+
+def test_a_proof_that_came_late_is_sought_again_before_fn(store, tasks, clock) -> None:
+    """The proof holds for a quarter of a lease on the run's clock: past it, the lease may
+    have lapsed and the task been taken over, so the run proves it again (and a run taken over
+    meanwhile stops there)."""
+    ref, gen = tasks.running(lease_ms=LEASE_MS)
+    slow = Slow(store, late_s=LEASE_MS / 1000)  # a whole lease late: it lapsed meanwhile
+    effects: list[str] = []
+    assert context(slow, ref, gen).step("charge", lambda: effects.append("x") or 1) == 1
+    assert slow.begun == 2 and effects == ["x"]
+
+    ref, gen = tasks.running(lease_ms=LEASE_MS)
+    replies: list[Any] = []
+
+    class TakenOverWhileLate(Slow):
+        def begin_step(self, *args: Any) -> Any:
+            replies.append(start := store.begin_step(*args))
+            if len(replies) == 1:  # late: the lease lapsed, a successor claimed the task
+                clock.wait_past(int(store.redis.hget(store.keys.task(ref), "lease")))
+                assert store.claim(ref, 30_000).reply == "OK"
+            return start
+
+    late = TakenOverWhileLate(store, 0.0)
+    with pytest.raises(RunSuperseded):
+        context(late, ref, gen).step("charge", lambda: effects.append("late") or 1)
+    assert [r.reply for r in replies] == ["OK", "SUPERSEDED"]
+    assert effects == ["x"], "the late run never called fn"

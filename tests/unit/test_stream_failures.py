@@ -1,6 +1,7 @@
 """A stream whose store fails after the reply has begun: its status line (200, SSE) is sent,
 so the failure can only be the stream's last message, and the call's run is stopped, since its
-client was told the call failed. Never an exception out of a started stream."""
+client was told the call failed. Never an exception out of a started stream. An outage shorter
+than ``STORE_GRACE_S`` (a Redis restart, a failover) is outlasted: the call goes on."""
 
 from __future__ import annotations
 
@@ -9,20 +10,28 @@ from typing import Any
 
 import pytest
 
+from frontend import streams
 from shared.errors import StoreUnavailable
+from shared.results import call_tool_result
 from shared.store import TaskStatus
 from tests.unit.fakes import Mcp
 
 
-def fail_reads_after_the_create(mcp: Mcp) -> list[str]:
-    """Every task read fails from now on, as if Redis went away: the refs of the runs
-    enqueued so far are returned as they come (the hidden task of a synchronous call)."""
+def fail_reads_after_the_create(mcp: Mcp, failures: int = -1) -> list[str]:
+    """Task reads fail from now on (``failures`` of them; -1: all), as if Redis went away: the
+    refs of the runs enqueued so far are returned as they come (the hidden task of a
+    synchronous call)."""
     enqueued: list[str] = []
+    get = mcp.store.get
+    left = [failures]
 
     async def enqueued_then_down(tool: str, ref: str, queue: str) -> None:
         enqueued.append(ref)
 
         async def down(*args: Any, **kwargs: Any) -> Any:
+            if left[0] == 0:
+                return await get(*args, **kwargs)
+            left[0] -= 1
             raise StoreUnavailable()
 
         mcp.store.get = down  # type: ignore[method-assign]
@@ -31,8 +40,14 @@ def fail_reads_after_the_create(mcp: Mcp) -> list[str]:
     return enqueued
 
 
+@pytest.fixture
+def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(streams, "STORE_GRACE_S", 0.5)
+    monkeypatch.setattr(streams, "OUTAGE_POLL_S", 0.05)
+
+
 def test_a_streamed_call_whose_store_fails_ends_with_the_error_and_stops_its_run(
-    mcp: Mcp,
+    mcp: Mcp, short_grace: None
 ) -> None:
     enqueued = fail_reads_after_the_create(mcp)
     reply = mcp.call("quick", {}, opt_in=False)  # a synchronous call, on SSE
@@ -42,6 +57,26 @@ def test_a_streamed_call_whose_store_fails_ends_with_the_error_and_stops_its_run
     [ref] = enqueued
     assert mcp.peek.hget(mcp.keys.task(ref), "status") == TaskStatus.CANCELLED.value
     assert ("revoke", ref) in mcp.producer.calls
+
+
+def test_a_streamed_call_outlasts_a_short_store_outage(mcp: Mcp, short_grace: None) -> None:
+    """Three reads fail (a Redis restart), then the store is back: the stream goes on and the
+    call ends with its result, its run untouched."""
+    done = mcp.worker.runs(lambda record, answers: ("completed", call_tool_result("done").dump()))
+    enqueued = fail_reads_after_the_create(mcp, failures=3)
+    fail_reads = mcp.producer.on_enqueue
+    assert fail_reads is not None
+
+    async def run_then_fail_reads(tool: str, ref: str, queue: str) -> None:
+        await done(tool, ref, queue)
+        await fail_reads(tool, ref, queue)
+
+    mcp.producer.on_enqueue = run_then_fail_reads
+    reply = mcp.call("quick", {}, opt_in=False)
+    assert reply.status == 200 and reply.streamed
+    assert reply.result["content"][0]["text"] == "done", reply.body
+    [ref] = enqueued
+    assert ("revoke", ref) not in mcp.producer.calls
 
 
 def test_a_json_call_whose_store_fails_answers_503(mcp: Mcp) -> None:
