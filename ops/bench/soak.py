@@ -47,8 +47,8 @@ from ops.bench.soak_checks import StepFindings, StepRecord, check_push, check_st
 from ops.bench.soak_clients import LEGACY, MODERN, Client, FinalReads, Listener, Plan
 from ops.bench.soak_faults import BY_NAME, KINDS, SENTINEL_KINDS, Deployment, Faults
 from ops.bench.soak_ledger import Job, Ledger, percentile
-from ops.bench.soak_sentinel import SentinelRedis
 from ops.bench.soak_wire import Replicas
+from ops.redis_sentinel import SentinelGroup
 from ops.stack import Stack
 from shared.settings import DEFAULT_TOOLS
 from shared.store import task_ref
@@ -107,7 +107,7 @@ class Soak:
 def run(options: Options, workdir: Path) -> Soak:
     log_dir = workdir / "steps"
     log_dir.mkdir(parents=True, exist_ok=True)
-    sentinel = SentinelRedis(workdir / "sentinel", AOF_ARGS) if options.sentinel else None
+    sentinel = SentinelGroup(workdir / "sentinel", AOF_ARGS) if options.sentinel else None
     # Through Sentinel, the writes a client is told about are replicated before it is told.
     knobs = {**KNOBS, **({"MCPQ_REDIS_MIN_REPLICAS": "1"} if sentinel else {}), **options.knobs}
     print("knobs: " + ", ".join(f"{k}={v}" for k, v in sorted(knobs.items())), flush=True)

@@ -8,7 +8,7 @@ shuffled deck (so a short run still sees every kind): SIGKILL of a worker's whol
 seconds then SIGCONT, SIGKILL of a web replica (restarted; it leaves the replicas once dead and
 its successor joins once it answers), and a graceful Redis restart (``stop_redis``: SIGTERM,
 which Redis handles as ``SHUTDOWN``, the AOF fsynced; then the same server on the same port and
-directory) or, with Redis through Sentinel, a failover (`ops.bench.soak_sentinel`). Every pid
+directory) or, with Redis through Sentinel, a failover (`ops.redis_sentinel`). Every pid
 a SIGKILL or SIGSTOP reached is recorded with the time (`Signalled`): the step check allows a
 second call of a step only when its first caller was killed after it.
 """
@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ops.bench.bench_tools import SOAK_BULK_QUEUE
-from ops.bench.soak_sentinel import SentinelRedis
 from ops.children import Child
 from ops.processes import all_proc_stats, signal_group
+from ops.redis_sentinel import SentinelGroup
 from ops.stack import Stack
 
 WORKER_KILL, WORKER_STOP, WEB_KILL, REDIS_RESTART, FAILOVER = (
@@ -83,7 +83,7 @@ class Deployment:
         self,
         stack: Stack,
         replicas_add: Callable[[str], None],
-        sentinel: SentinelRedis | None = None,
+        sentinel: SentinelGroup | None = None,
     ) -> None:
         self.stack = stack
         self.replicas_add = replicas_add

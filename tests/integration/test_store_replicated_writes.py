@@ -18,6 +18,7 @@ import os
 import signal
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,23 @@ def primary() -> Iterator[RedisProcess]:
 def _store(server: RedisProcess, keys: Keys, min_replicas: int = 1) -> AsyncTaskStore:
     client = async_client(Settings(redis_url=server.url))
     return AsyncTaskStore(client, keys, min_replicas=min_replicas, replica_wait_ms=100)
+
+
+@contextmanager
+def replica_of(primary: RedisProcess) -> Iterator[RedisProcess]:
+    """A replica of ``primary``, once its link is up."""
+    args = (*IN_MEMORY_ARGS, "--replicaof", "127.0.0.1", str(primary.port))
+    with RedisProcess(extra_args=args) as replica:
+        raw = redis.Redis.from_url(replica.url, decode_responses=True)
+        try:
+            wait_until(
+                lambda: raw.info("replication")["master_link_status"] == "up",
+                timeout=15,
+                interval=0.05,
+            )
+        finally:
+            raw.close()
+        yield replica
 
 
 def _task(tool: str = "echo") -> NewTask:
@@ -113,14 +131,8 @@ def test_an_unreplicated_answer_stays_delivered_and_its_retry_is_ignored(
 def test_a_replicated_create_is_acknowledged_and_on_the_replica(primary: RedisProcess) -> None:
     keys = Keys(f"t{uuid.uuid4().hex[:8]}")
     task = _task()
-    args = (*IN_MEMORY_ARGS, "--replicaof", "127.0.0.1", str(primary.port))
-    with RedisProcess(extra_args=args) as replica:
+    with replica_of(primary) as replica:
         raw = redis.Redis.from_url(replica.url, decode_responses=True)
-        wait_until(
-            lambda: raw.info("replication")["master_link_status"] == "up",
-            timeout=15,
-            interval=0.05,
-        )
 
         async def create() -> int | None:
             store = _store(primary, keys)
@@ -208,14 +220,8 @@ def test_a_runs_claim_and_step_memo_wait_for_a_replica(primary: RedisProcess) ->
     plain = redis.Redis.from_url(primary.url, decode_responses=True)
     assert plain.hmget(keys.task(task.ref), ["gen", "lease"]) == ["1", "0"]
     plain.close()
-    args = (*IN_MEMORY_ARGS, "--replicaof", "127.0.0.1", str(primary.port))
-    with RedisProcess(extra_args=args) as replica:
+    with replica_of(primary) as replica:
         raw = redis.Redis.from_url(replica.url, decode_responses=True)
-        wait_until(
-            lambda: raw.info("replication")["master_link_status"] == "up",
-            timeout=15,
-            interval=0.05,
-        )
         store, task = worker(5_000), _task()  # a busy machine's replica may be slow
         assert web.create(task, 1_000) is not None
         claim = store.claim(task.ref, 5_000)
