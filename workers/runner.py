@@ -140,8 +140,12 @@ def run_task(deps: RunDeps, run: Run, control: RunControl, *, alone: bool = Fals
 def _run(deps: RunDeps, ref: str, control: RunControl, ending: _Ending, alone: bool) -> RunOutcome:
     s, store = deps.settings, deps.store
     # What a loss of this run would say about its tool depends on what else its process
-    # holds (judge_loss in _prelude.lua): the claim records it, each renewal updates it.
-    claim = store.claim(ref, int(s.lease_s * 1000), deps.leases.peers(), alone=alone)
+    # holds (judge_loss in _prelude.lua): the claim records it, each renewal updates it. A
+    # process that takes other jobs (an io pool) may be joined by more runs at once, so its
+    # claim says "not alone" until a renewal finds it alone: a host that dies right after a
+    # burst of claims is no evidence against the first of them.
+    peers = max(deps.leases.peers(), 0 if alone else 1)
+    claim = store.claim(ref, int(s.lease_s * 1000), peers, alone=alone)
     if claim.unreadable:
         # Its payloads do not open with this process's MCPQ_DATA_KEYS (logged by the store,
         # with the key id). This worker may be the one misconfigured (a rolling deploy that has
