@@ -44,9 +44,10 @@ from typing import Any
 
 from ops.bench.bench_tools import MODULE, SOAK_LOG
 from ops.bench.soak_checks import StepFindings, StepRecord, check_push, check_steps, outcomes
-from ops.bench.soak_clients import LEGACY, MODERN, Client, FinalReads, Listener, Plan
+from ops.bench.soak_clients import LEGACY, MODERN, Client, Plan
 from ops.bench.soak_faults import BY_NAME, KINDS, SENTINEL_KINDS, Deployment, Faults
 from ops.bench.soak_ledger import Job, Ledger, percentile
+from ops.bench.soak_readers import FinalReads, Listener
 from ops.bench.soak_wire import Replicas
 from ops.redis_sentinel import SentinelGroup
 from ops.stack import Stack
