@@ -12,117 +12,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from shared.setting_values import (
+    parse_amqp_queue_type,
+    parse_auth_modes,
+    parse_bool,
+    parse_broker_url,
+    parse_csv,
+    parse_limit,
+    parse_non_negative,
+    parse_optional_ttl_ms,
+    parse_pool,
+    parse_positive_int,
+    parse_shards,
+    parse_ttl_ms,
+)
+
 #: The bundled demo and conformance tools: what ``mcpq dev`` serves unless told otherwise.
 DEFAULT_TOOLS = "tools.conformance_fixtures,tools.demo"
-
-
-def _bool(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off", ""}:
-        return False
-    raise ValueError(f"not a boolean: {raw!r}")
-
-
-def _optional_int(raw: str) -> int | None:
-    value = raw.strip().lower()
-    return None if value in {"", "null", "none", "unlimited"} else int(value)
-
-
-def _ttl_ms(raw: str) -> int:
-    # A task whose TTL is 0 or less would expire the moment it is created.
-    value = int(raw)
-    if value <= 0:
-        raise ValueError(f"must be a positive number of milliseconds: {raw!r}")
-    return value
-
-
-def _optional_ttl_ms(raw: str) -> int | None:
-    value = _optional_int(raw)
-    if value is not None and value <= 0:
-        raise ValueError(f"must be a positive number of milliseconds, or null (unlimited): {raw!r}")
-    return value
-
-
-def _non_negative(raw: str) -> float:
-    value = float(raw)
-    if not value >= 0:
-        raise ValueError(f"must be a number of seconds, 0 or more: {raw!r}")
-    return value
-
-
-def _shards(raw: str) -> int:
-    value = int(raw)
-    if not 1 <= value <= 1024:
-        raise ValueError(f"must be a number of shards from 1 to 1024: {raw!r}")
-    return value
-
-
-def _csv(raw: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in raw.split(",") if part.strip())
-
-
-def _positive_int(raw: str) -> int:
-    value = int(raw)
-    if value < 1:
-        raise ValueError(f"must be 1 or more: {raw!r}")
-    return value
-
-
-def _limit(raw: str) -> int:
-    value = int(raw)
-    if value < 0:
-        raise ValueError(f"must be 0 (no limit) or more: {raw!r}")
-    return value
-
-
-AUTH_MODES = ("oauth", "apikey", "none")
-POOLS = ("io", "cpu")
-
-
-def _pool(raw: str) -> str:
-    value = raw.strip().lower()
-    if value not in POOLS:
-        raise ValueError(f"unknown pool {raw!r} (use io or cpu)")
-    return value
-
-
-BROKER_SCHEMES = (
-    "redis://",
-    "rediss://",
-    "redis+sentinel://",  # shared.redis_urls
-    "amqp://",
-    "amqps://",
-    "pyamqp://",
-)
-AMQP_QUEUE_TYPES = ("quorum", "classic")
-
-
-def _broker_url(raw: str) -> str:
-    value = raw.strip()
-    if value and not value.startswith(BROKER_SCHEMES):
-        # Only the brokers mcpq is tested on; the URL itself is never echoed (a password).
-        scheme = value.partition("://")[0][:16] if "://" in value else "(none)"
-        raise ValueError(f"unsupported scheme {scheme!r} (use amqp://, amqps:// or redis://)")
-    return value
-
-
-def _amqp_queue_type(raw: str) -> str:
-    value = raw.strip().lower()
-    if value not in AMQP_QUEUE_TYPES:
-        raise ValueError(f"unknown queue type {raw!r} (use quorum or classic)")
-    return value
-
-
-def _auth_modes(raw: str) -> tuple[str, ...]:
-    modes = tuple(mode.lower() for mode in _csv(raw))
-    unknown = [mode for mode in modes if mode not in AUTH_MODES]
-    if unknown:
-        raise ValueError(f"unknown mode {unknown[0]!r} (use oauth, apikey, both, or none)")
-    if "none" in modes and len(modes) > 1:
-        raise ValueError("'none' cannot be combined with another mode")
-    return modes
 
 
 @dataclass(frozen=True)
@@ -133,65 +39,71 @@ class Settings:
     #: Celery's broker when it is not the task store's Redis (RabbitMQ: ``amqp://``); empty:
     #: ``REDIS_URL`` is both.
     broker_url: str = field(
-        default="", repr=False, metadata={"env": "CELERY_BROKER_URL", "parse": _broker_url}
+        default="", repr=False, metadata={"env": "CELERY_BROKER_URL", "parse": parse_broker_url}
     )
     #: RabbitMQ only: the type of the task queues (``quorum``: replicated, durable; ``classic``).
     amqp_queue_type: str = field(
-        default="quorum", metadata={"env": "MCPQ_AMQP_QUEUE_TYPE", "parse": _amqp_queue_type}
+        default="quorum", metadata={"env": "MCPQ_AMQP_QUEUE_TYPE", "parse": parse_amqp_queue_type}
     )
     #: RabbitMQ only: the workers' AMQP heartbeat (seconds; 0: none).
     amqp_heartbeat_s: int = field(
-        default=30, metadata={"env": "MCPQ_AMQP_HEARTBEAT_S", "parse": _limit}
+        default=30, metadata={"env": "MCPQ_AMQP_HEARTBEAT_S", "parse": parse_limit}
     )
     #: How long a worker keeps trying to reach its broker (and store) before it exits non-zero
     #: (3), at start and after losing it, so a platform restarts it; 0: at the first failure.
     broker_wait_s: float = field(
-        default=60.0, metadata={"env": "MCPQ_BROKER_WAIT_S", "parse": _non_negative}
+        default=60.0, metadata={"env": "MCPQ_BROKER_WAIT_S", "parse": parse_non_negative}
     )
     #: No default: a production server loads what it is told to (``mcpq dev`` and the tests
     #: name ``DEFAULT_TOOLS``, the bundled demo and conformance tools, themselves).
-    tools: tuple[str, ...] = field(default=(), metadata={"env": "MCPQ_TOOLS", "parse": _csv})
+    tools: tuple[str, ...] = field(default=(), metadata={"env": "MCPQ_TOOLS", "parse": parse_csv})
     secret: str = field(default="", metadata={"env": "MCPQ_SECRET"})
     #: Keys sealing task payloads at rest (``shared.sealing``), or ``plaintext``; checked by
     #: ``ops.preflight``. Never shown (``repr``): it holds keys.
     data_keys: str = field(default="", repr=False, metadata={"env": "MCPQ_DATA_KEYS"})
-    auth: tuple[str, ...] = field(default=(), metadata={"env": "MCPQ_AUTH", "parse": _auth_modes})
+    auth: tuple[str, ...] = field(
+        default=(), metadata={"env": "MCPQ_AUTH", "parse": parse_auth_modes}
+    )
     resource_url: str = field(default="", metadata={"env": "MCPQ_RESOURCE_URL"})
     oauth_issuer: str = field(default="", metadata={"env": "MCPQ_OAUTH_ISSUER"})
     oauth_jwks_url: str = field(default="", metadata={"env": "MCPQ_OAUTH_JWKS_URL"})
     oauth_audience: str = field(default="", metadata={"env": "MCPQ_OAUTH_AUDIENCE"})
     oauth_scopes: tuple[str, ...] = field(
-        default=(), metadata={"env": "MCPQ_OAUTH_SCOPES", "parse": _csv}
+        default=(), metadata={"env": "MCPQ_OAUTH_SCOPES", "parse": parse_csv}
     )
     oauth_algorithms: tuple[str, ...] = field(
         default=("RS256", "ES256", "PS256", "EdDSA"),
-        metadata={"env": "MCPQ_OAUTH_ALGORITHMS", "parse": _csv},
+        metadata={"env": "MCPQ_OAUTH_ALGORITHMS", "parse": parse_csv},
     )
     jwks_cache_s: float = field(
-        default=300.0, metadata={"env": "MCPQ_JWKS_CACHE_S", "parse": _non_negative}
+        default=300.0, metadata={"env": "MCPQ_JWKS_CACHE_S", "parse": parse_non_negative}
     )
     max_open_tasks: int = field(
-        default=100, metadata={"env": "MCPQ_MAX_OPEN_TASKS", "parse": _limit}
+        default=100, metadata={"env": "MCPQ_MAX_OPEN_TASKS", "parse": parse_limit}
     )
     max_sync_calls: int = field(
-        default=20, metadata={"env": "MCPQ_MAX_SYNC_CALLS", "parse": _limit}
+        default=20, metadata={"env": "MCPQ_MAX_SYNC_CALLS", "parse": parse_limit}
     )
     create_rate: float = field(
-        default=20.0, metadata={"env": "MCPQ_CREATE_RATE", "parse": _non_negative}
+        default=20.0, metadata={"env": "MCPQ_CREATE_RATE", "parse": parse_non_negative}
     )
-    create_burst: int = field(default=40, metadata={"env": "MCPQ_CREATE_BURST", "parse": _limit})
+    create_burst: int = field(
+        default=40, metadata={"env": "MCPQ_CREATE_BURST", "parse": parse_limit}
+    )
     key_prefix: str = field(default="mcpq", metadata={"env": "MCPQ_KEY_PREFIX"})
     #: Shards of the task store (``shared.store.keyspace``): 1 keeps every key on one Cluster slot
     #: (the key names of a single Redis); more spread tasks over a Redis Cluster's primaries.
     #: Fixed for the life of a store (changing it needs a drained store).
-    store_shards: int = field(default=1, metadata={"env": "MCPQ_STORE_SHARDS", "parse": _shards})
+    store_shards: int = field(
+        default=1, metadata={"env": "MCPQ_STORE_SHARDS", "parse": parse_shards}
+    )
     #: ``REDIS_URL`` names a node of a Redis Cluster (any one: the others are discovered); the
     #: Celery broker must then be a separate server (``CELERY_BROKER_URL``, ``ops.preflight``).
     redis_cluster: bool = field(
-        default=False, metadata={"env": "MCPQ_REDIS_CLUSTER", "parse": _bool}
+        default=False, metadata={"env": "MCPQ_REDIS_CLUSTER", "parse": parse_bool}
     )
     default_ttl_ms: int | None = field(
-        default=3_600_000, metadata={"env": "MCPQ_DEFAULT_TTL_MS", "parse": _optional_ttl_ms}
+        default=3_600_000, metadata={"env": "MCPQ_DEFAULT_TTL_MS", "parse": parse_optional_ttl_ms}
     )
     poll_interval_ms: int = field(
         default=1000, metadata={"env": "MCPQ_POLL_INTERVAL_MS", "parse": int}
@@ -200,13 +112,13 @@ class Settings:
         default=60.0, metadata={"env": "MCPQ_SYNC_TIMEOUT_S", "parse": float}
     )
     sync_ttl_ms: int = field(
-        default=600_000, metadata={"env": "MCPQ_SYNC_TTL_MS", "parse": _ttl_ms}
+        default=600_000, metadata={"env": "MCPQ_SYNC_TTL_MS", "parse": parse_ttl_ms}
     )
     require_task_name: bool = field(
-        default=False, metadata={"env": "MCPQ_REQUIRE_TASK_NAME", "parse": _bool}
+        default=False, metadata={"env": "MCPQ_REQUIRE_TASK_NAME", "parse": parse_bool}
     )
     stream_max_s: float = field(
-        default=3600.0, metadata={"env": "MCPQ_STREAM_MAX_S", "parse": _non_negative}
+        default=3600.0, metadata={"env": "MCPQ_STREAM_MAX_S", "parse": parse_non_negative}
     )
     sse_keepalive_s: float = field(
         default=15.0, metadata={"env": "MCPQ_SSE_KEEPALIVE_S", "parse": float}
@@ -215,30 +127,32 @@ class Settings:
         default=3600.0, metadata={"env": "MCPQ_SESSION_TTL_S", "parse": float}
     )
     allowed_origins: tuple[str, ...] = field(
-        default=(), metadata={"env": "MCPQ_ALLOWED_ORIGINS", "parse": _csv}
+        default=(), metadata={"env": "MCPQ_ALLOWED_ORIGINS", "parse": parse_csv}
     )
     #: ``Host`` names ``/mcp`` answers to (``name`` or ``name:port``; ``*``: any); empty: the
     #: loopback names. The host of ``MCPQ_RESOURCE_URL`` is always allowed (DNS rebinding).
     allowed_hosts: tuple[str, ...] = field(
-        default=(), metadata={"env": "MCPQ_ALLOWED_HOSTS", "parse": _csv}
+        default=(), metadata={"env": "MCPQ_ALLOWED_HOSTS", "parse": parse_csv}
     )
     #: Written by the web's gunicorn worker from the addresses gunicorn binds, never by hand:
     #: loopback ``Origin``s (``http://localhost:*``) are accepted only on a loopback-only bind.
     loopback_bind: bool = field(
-        default=False, metadata={"env": "MCPQ_LOOPBACK_BIND", "parse": _bool}
+        default=False, metadata={"env": "MCPQ_LOOPBACK_BIND", "parse": parse_bool}
     )
     #: The uvicorn worker's bounds on a request's head (request line and headers) and on how
     #: long a client may take to send its head and its body (slow clients hold connections);
     #: 0 turns one off.
     max_header_bytes: int = field(
-        default=32 * 1024, metadata={"env": "MCPQ_MAX_HEADER_BYTES", "parse": _limit}
+        default=32 * 1024, metadata={"env": "MCPQ_MAX_HEADER_BYTES", "parse": parse_limit}
     )
-    max_headers: int = field(default=100, metadata={"env": "MCPQ_MAX_HEADERS", "parse": _limit})
+    max_headers: int = field(
+        default=100, metadata={"env": "MCPQ_MAX_HEADERS", "parse": parse_limit}
+    )
     header_timeout_s: float = field(
-        default=10.0, metadata={"env": "MCPQ_HEADER_TIMEOUT_S", "parse": _non_negative}
+        default=10.0, metadata={"env": "MCPQ_HEADER_TIMEOUT_S", "parse": parse_non_negative}
     )
     body_timeout_s: float = field(
-        default=30.0, metadata={"env": "MCPQ_BODY_TIMEOUT_S", "parse": _non_negative}
+        default=30.0, metadata={"env": "MCPQ_BODY_TIMEOUT_S", "parse": parse_non_negative}
     )
     max_body_bytes: int = field(
         default=4 * 1024 * 1024, metadata={"env": "MCPQ_MAX_BODY_BYTES", "parse": int}
@@ -270,26 +184,26 @@ class Settings:
     #: How late a tool's status report (``ctx.report``) is written; a run that ends sooner
     #: writes none (``workers.reports``). 0: each report at once.
     report_delay_ms: float = field(
-        default=100.0, metadata={"env": "MCPQ_REPORT_DELAY_MS", "parse": _non_negative}
+        default=100.0, metadata={"env": "MCPQ_REPORT_DELAY_MS", "parse": parse_non_negative}
     )
     #: How often a process adds its ``created`` and outcome counts to the stats hashes
     #: (``shared.store.tally``). 0: each is counted inside its create or finish script.
     stats_flush_ms: float = field(
-        default=1000.0, metadata={"env": "MCPQ_STATS_FLUSH_MS", "parse": _non_negative}
+        default=1000.0, metadata={"env": "MCPQ_STATS_FLUSH_MS", "parse": parse_non_negative}
     )
     cancel_grace_s: float = field(
         default=5.0, metadata={"env": "MCPQ_CANCEL_GRACE_S", "parse": float}
     )
     lease_s: float = field(default=5.0, metadata={"env": "MCPQ_LEASE_S", "parse": float})
     max_run_s: float = field(
-        default=3600.0, metadata={"env": "MCPQ_MAX_RUN_S", "parse": _non_negative}
+        default=3600.0, metadata={"env": "MCPQ_MAX_RUN_S", "parse": parse_non_negative}
     )
     #: Runs of one task that may lose their worker (lease expired unfinished) before the task
     #: fails instead of running again (a tool that kills its worker); 0: no limit.
-    max_runs: int = field(default=3, metadata={"env": "MCPQ_MAX_RUNS", "parse": _limit})
+    max_runs: int = field(default=3, metadata={"env": "MCPQ_MAX_RUNS", "parse": parse_limit})
     #: Runs of their own (``workers.solo``) an io pool process runs at once; more wait.
     solo_concurrency: int = field(
-        default=4, metadata={"env": "MCPQ_SOLO_CONCURRENCY", "parse": _positive_int}
+        default=4, metadata={"env": "MCPQ_SOLO_CONCURRENCY", "parse": parse_positive_int}
     )
     unclaimed_after_s: float = field(
         default=30.0, metadata={"env": "MCPQ_UNCLAIMED_AFTER_S", "parse": float}
@@ -311,11 +225,11 @@ class Settings:
     #: Replicas that must hold a create or an answer before the client is told (``WAIT``);
     #: 0: acknowledged once the primary has it (``shared.store.aio``).
     redis_min_replicas: int = field(
-        default=0, metadata={"env": "MCPQ_REDIS_MIN_REPLICAS", "parse": _limit}
+        default=0, metadata={"env": "MCPQ_REDIS_MIN_REPLICAS", "parse": parse_limit}
     )
     #: How long such a write waits for its replicas before the client gets 503 (milliseconds).
     redis_replica_wait_ms: int = field(
-        default=1000, metadata={"env": "MCPQ_REDIS_REPLICA_WAIT_MS", "parse": _ttl_ms}
+        default=1000, metadata={"env": "MCPQ_REDIS_REPLICA_WAIT_MS", "parse": parse_ttl_ms}
     )
     default_queue: str = field(default="mcpq", metadata={"env": "MCPQ_DEFAULT_QUEUE"})
     port: int = field(default=8000, metadata={"env": "PORT", "parse": int})
@@ -323,10 +237,12 @@ class Settings:
     worker_concurrency: int = field(
         default=4, metadata={"env": "MCPQ_WORKER_CONCURRENCY", "parse": int}
     )
-    worker_pool: str = field(default="io", metadata={"env": "MCPQ_WORKER_POOL", "parse": _pool})
+    worker_pool: str = field(
+        default="io", metadata={"env": "MCPQ_WORKER_POOL", "parse": parse_pool}
+    )
     io_concurrency: int = field(default=100, metadata={"env": "MCPQ_IO_CONCURRENCY", "parse": int})
     worker_queues: tuple[str, ...] = field(
-        default=("mcpq",), metadata={"env": "MCPQ_QUEUES", "parse": _csv}
+        default=("mcpq",), metadata={"env": "MCPQ_QUEUES", "parse": parse_csv}
     )
     worker_metrics_port: int = field(
         default=0, metadata={"env": "MCPQ_WORKER_METRICS_PORT", "parse": int}
@@ -354,9 +270,11 @@ class Settings:
     dyno: str = field(default="", metadata={"env": "DYNO"})
     honcho_process_name: str = field(default="", metadata={"env": "HONCHO_PROCESS_NAME"})
     redis_server: str = field(default="", metadata={"env": "MCPQ_REDIS_SERVER"})
-    task_events: bool = field(default=False, metadata={"env": "MCPQ_TASK_EVENTS", "parse": _bool})
+    task_events: bool = field(
+        default=False, metadata={"env": "MCPQ_TASK_EVENTS", "parse": parse_bool}
+    )
     redis_tls_verify: bool = field(
-        default=True, metadata={"env": "MCPQ_REDIS_TLS_VERIFY", "parse": _bool}
+        default=True, metadata={"env": "MCPQ_REDIS_TLS_VERIFY", "parse": parse_bool}
     )
     #: A PEM CA bundle trusted for ``rediss://`` besides the system's (``shared.redis_tls``).
     redis_tls_ca: str = field(default="", metadata={"env": "MCPQ_REDIS_TLS_CA"})
