@@ -1,6 +1,7 @@
 """A task's operations of the web tier as plans (``plans``): create, answer, cancel, read, and
 the enqueue mark. The asyncio store (``aio``) runs them all; the synchronous store (``sync``)
-runs the create and the enqueue mark (the sweeper, tests and tools), the same steps."""
+runs the create and the enqueue mark (the sweeper, tests and tools), the same steps, and
+``durable`` (a run's claim and step memos, replicated with ``MCPQ_REDIS_MIN_REPLICAS``)."""
 
 from __future__ import annotations
 
