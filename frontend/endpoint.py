@@ -149,6 +149,10 @@ class McpEndpoint:
         except McpError as exc:
             error = exc
             self.shield.remember(req, exc)
+            if exc.http_status == 503:
+                # Why this call must be retried (the store away, its pool or its pub/sub slow,
+                # a task lost in a failover): the client's reply says only "try again".
+                log.warning("call refused for now", extra={"method": rpc.method, **why(exc)})
         except LimitExceeded as exc:
             error = invalid_params(f"Invalid params: {exc}")
         except Exception:
@@ -184,6 +188,16 @@ def _log_fields(
     if code is not None:
         fields["error_code"] = code
     fields.setdefault("method", method)
+    return fields
+
+
+def why(exc: BaseException) -> dict[str, str]:
+    """A 503's reason for the log: the error, and what caused it (redis-py's words: a host
+    and port at most, never a command or its arguments)."""
+    fields = {"error": type(exc).__name__}
+    cause = exc.__cause__
+    if cause is not None:
+        fields["cause"] = f"{type(cause).__name__}: {str(cause)[:120]}"
     return fields
 
 

@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 import pytest
+import redis.exceptions as rexc
 
 from frontend import streams
 from shared.errors import StoreUnavailable
@@ -112,6 +113,28 @@ def test_a_json_call_whose_task_the_store_lost_answers_503(mcp: Mcp) -> None:
     reply = mcp.call("quick", {}, opt_in=False, Accept="application/json")
     assert reply.code() == (503, -32603)
     assert reply.headers["retry-after"] == "2"
+
+
+def test_a_503_says_why_in_the_log(mcp: Mcp, caplog: pytest.LogCaptureFixture) -> None:
+    """The client hears only "try again"; the operator reads which failure it was."""
+    enqueued: list[str] = []
+
+    async def enqueued_then_slow(tool: str, ref: str, queue: str) -> None:
+        enqueued.append(ref)
+
+        async def slow(*args: Any, **kwargs: Any) -> Any:
+            raise StoreUnavailable() from rexc.TimeoutError("Timeout connecting to server")
+
+        mcp.store.get = slow  # type: ignore[method-assign]
+
+    mcp.producer.on_enqueue = enqueued_then_slow
+    with caplog.at_level(logging.WARNING, logger="mcpq.web"):
+        reply = mcp.call("quick", {}, opt_in=False, Accept="application/json")
+    assert reply.code() == (503, -32603)
+    [line] = [r for r in caplog.records if r.getMessage() == "call refused for now"]
+    assert line.__dict__["error"] == "StoreUnavailable"
+    assert line.__dict__["cause"] == "TimeoutError: Timeout connecting to server"
+    assert enqueued[0] not in caplog.text  # never the task's ref
 
 
 def test_a_notification_stream_whose_store_fails_ends_without_an_error_logged(
