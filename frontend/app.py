@@ -2,7 +2,7 @@
 
 Every dependency is built here, or given by the caller (tests pass a fake producer, a store on
 fakeredis, a registry of their own; fault tests wrap the real ones), and handed down: nothing
-below reads the environment or builds a client. Each face of the store (``shared.store.web``)
+below reads the environment or builds a client. Each face of the store (``mcpq.shared.store.web``)
 goes to the part whose concern it is: tasks and ``tasks/list`` to ``TaskService``, sessions to
 ``Services.sessions``, API keys to the authenticator, the deployment's numbers to ``/readyz``
 and ``/metrics``.
@@ -16,23 +16,23 @@ from urllib.parse import urlsplit
 
 import falcon.asgi
 
-from frontend.asgi_adapter import AsgiAdapter, McpResource
-from frontend.auth import METADATA_PATH, build_authenticator, metadata_url
-from frontend.auth.metadata import MetadataResource
-from frontend.endpoint import McpEndpoint
-from frontend.health import HealthResource, ReadyResource
-from frontend.producer import CeleryProducer, Producer
-from frontend.services import Services
-from frontend.task_service import TaskService
-from frontend.web_metrics import MetricsResource
-from shared.celery_config import broker_is_store
-from shared.request_state import RequestStateSigner, new_secret, parse_secrets
-from shared.settings import Settings
-from shared.store import WebStore, open_web_store
-from shared.tools import Registry
+from mcpq.frontend.asgi_adapter import AsgiAdapter, McpResource
+from mcpq.frontend.auth import METADATA_PATH, build_authenticator, metadata_url
+from mcpq.frontend.auth.metadata import MetadataResource
+from mcpq.frontend.endpoint import McpEndpoint
+from mcpq.frontend.health import HealthResource, ReadyResource
+from mcpq.frontend.producer import CeleryProducer, Producer
+from mcpq.frontend.services import Services
+from mcpq.frontend.task_service import TaskService
+from mcpq.frontend.web_metrics import MetricsResource
+from mcpq.shared.celery_config import broker_is_store
+from mcpq.shared.request_state import RequestStateSigner, new_secret, parse_secrets
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import WebStore, open_web_store
+from mcpq.shared.tools import Registry
 
 if TYPE_CHECKING:
-    import httpx  # only OAuth fetches anything over HTTP (imported by frontend.auth then)
+    import httpx  # only OAuth fetches anything over HTTP (imported by mcpq.frontend.auth then)
 
 
 def create_app(

@@ -1,7 +1,7 @@
 """The ASGI/Falcon edge of ``/mcp``: raw headers, the bounded body read, the client's disconnect.
 
-Everything protocol-shaped happens behind it, in :class:`frontend.endpoint.McpEndpoint`, on
-framework-free requests and replies (``frontend.http_messages``).
+Everything protocol-shaped happens behind it, in :class:`mcpq.frontend.endpoint.McpEndpoint`, on
+framework-free requests and replies (``mcpq.frontend.http_messages``).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 import falcon
 import falcon.asgi
 
-from frontend.endpoint import McpEndpoint
-from frontend.http_messages import ClientGone, HttpRequest
-from frontend.services import DISCONNECTED
-from shared import jsonutil
-from shared.errors import new_error_id
+from mcpq.frontend.endpoint import McpEndpoint
+from mcpq.frontend.http_messages import ClientGone, HttpRequest
+from mcpq.frontend.services import DISCONNECTED
+from mcpq.shared import jsonutil
+from mcpq.shared.errors import new_error_id
 
 #: Seconds a client is told to wait after a 503 (the task store, or a key set, is unreachable):
 #: long enough for a Redis restart or failover, short enough that nothing waits needlessly.
@@ -36,7 +36,7 @@ class McpResource:
     async def _serve(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         headers: dict[str, list[str]] = {}
         # Every value of every header, in order: Falcon would merge duplicates, and a duplicated
-        # routing header must be seen to be refused (frontend.routing_headers).
+        # routing header must be seen to be refused (mcpq.frontend.routing_headers).
         for name, value in req.scope["headers"]:
             headers.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
         limit = self.endpoint.services.settings.max_body_bytes
@@ -97,7 +97,7 @@ class AsgiAdapter:
     - every raw header: ASGI promises only an iterable, and Falcon's Request consumes it
       (merging duplicates), but a duplicated routing header must be rejected;
     - the client's disconnect: once the body is read, a handler that waits (a stream, a waiting
-      synchronous call, see ``frontend.calls.sync``) may watch for ``http.disconnect`` through
+      synchronous call, see ``mcpq.frontend.calls.sync``) may watch for ``http.disconnect`` through
       ``scope["mcpq.disconnected"]`` (:class:`~frontend.http_messages.ClientGone`), so it can stop
       its run;
     - ``Retry-After`` on every 503, whichever route answers it (``/mcp``, ``/readyz``).

@@ -1,7 +1,7 @@
 """The MCP endpoint as a plain async function of :class:`HttpRequest` → :class:`HttpReply`.
 
 Runs the transport checks, tells the eras apart (a 2025-era session's messages go to
-:class:`frontend.legacy.session.LegacyEndpoint`), runs the 2026-07-28 validation ladder,
+:class:`mcpq.frontend.legacy.session.LegacyEndpoint`), runs the 2026-07-28 validation ladder,
 dispatches to the method handlers and serialises every reply (``frontend.replies``): a JSON body,
 or an SSE stream when a handler streams. Every error becomes a JSON-RPC error with its HTTP
 status. No traceback ever reaches a client.
@@ -15,26 +15,26 @@ import os
 import time
 from typing import Any
 
-from frontend import http_checks, jsonrpc, methods, replies, web_metrics
-from frontend.auth import AuthFailed
-from frontend.http_messages import HttpReply, HttpRequest
-from frontend.jsonrpc import Notification, RequestError, RpcRequest
-from frontend.legacy.session import LegacyEndpoint, is_legacy
-from frontend.rate_limits import FloodShield
-from frontend.services import REQUEST_ID, Services
-from frontend.streams import StreamReply
-from shared import jsonutil
-from shared.bounds import LimitExceeded, check_bytes
-from shared.errors import (
+from mcpq.frontend import http_checks, jsonrpc, methods, replies, web_metrics
+from mcpq.frontend.auth import AuthFailed
+from mcpq.frontend.http_messages import HttpReply, HttpRequest
+from mcpq.frontend.jsonrpc import Notification, RequestError, RpcRequest
+from mcpq.frontend.legacy.session import LegacyEndpoint, is_legacy
+from mcpq.frontend.rate_limits import FloodShield
+from mcpq.frontend.services import REQUEST_ID, Services
+from mcpq.frontend.streams import StreamReply
+from mcpq.shared import jsonutil
+from mcpq.shared.bounds import LimitExceeded, check_bytes
+from mcpq.shared.errors import (
     METHOD_NOT_FOUND,
     McpError,
     internal_error,
     invalid_params,
     new_error_id,
 )
-from shared.logs import task_hash
-from shared.store import task_ref
-from shared.wire import Result
+from mcpq.shared.logs import task_hash
+from mcpq.shared.store import task_ref
+from mcpq.shared.wire import Result
 
 log = logging.getLogger("mcpq.web")
 
@@ -64,7 +64,7 @@ class McpEndpoint:
         result: Result | StreamReply | None = None,
         error: McpError | None = None,
     ) -> HttpReply:
-        """A 2026-07-28 reply: an error with its HTTP status, a result (``frontend.replies``),
+        """A 2026-07-28 reply: an error with its HTTP status, a result (``mcpq.frontend.replies``),
         or a stream. ``NO_ID`` leaves the ``id`` out (a refusal before any JSON was read);
         ``None`` is an unreadable id."""
         if isinstance(result, StreamReply):

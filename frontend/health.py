@@ -15,9 +15,9 @@ import time
 import falcon
 import falcon.asgi
 
-from shared.errors import StoreUnavailable
-from shared.settings import Settings
-from shared.store import DeploymentStats
+from mcpq.shared.errors import StoreUnavailable
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import DeploymentStats
 
 
 class HealthResource:

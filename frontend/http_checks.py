@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from frontend.http_messages import HttpReply, HttpRequest
-from shared.errors import INVALID_REQUEST, McpError
-from shared.settings import Settings
+from mcpq.frontend.http_messages import HttpReply, HttpRequest
+from mcpq.shared.errors import INVALID_REQUEST, McpError
+from mcpq.shared.settings import Settings
 
 #: The names of this machine's loopback addresses, as ``Host`` and ``Origin`` carry them.
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
@@ -116,7 +116,7 @@ def check(req: HttpRequest, addressing: Addressing, max_body: int) -> HttpReply 
     if not addressing.host_allowed(req.header("host")):
         text = "Misdirected Request: this server does not answer to that Host (MCPQ_ALLOWED_HOSTS)"
         return McpError(INVALID_REQUEST, text, http_status=421)
-    # Size next: a body announced as too large was not even read (see frontend.asgi_adapter).
+    # Size next: a body announced as too large was not even read (see mcpq.frontend.asgi_adapter).
     if len(req.body) > max_body or (req.declared_length or 0) > max_body:
         return _plain(413, "Payload Too Large")
     origin = req.header("origin")

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from frontend.principal import ANONYMOUS, Principal
+from mcpq.frontend.principal import ANONYMOUS, Principal
 
 
 @dataclass
@@ -16,7 +16,7 @@ class HttpRequest:
     headers: dict[str, list[str]]  # lower-cased name -> every value, in order
     body: bytes = b""
     declared_length: int | None = None  # Content-Length (a body announced too large is not read)
-    #: Who sent it, once authenticated (``frontend.auth``); set before anything reads the body.
+    #: Who sent it, once authenticated (``mcpq.frontend.auth``); set before anything reads the body.
     principal: Principal = ANONYMOUS
 
     def header(self, name: str) -> str | None:

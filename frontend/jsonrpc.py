@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from frontend import routing_headers
-from frontend.http_messages import HttpRequest
-from frontend.principal import ANONYMOUS, Principal
-from shared.bounds import LimitExceeded, check_raw_depth
-from shared.errors import (
+from mcpq.frontend import routing_headers
+from mcpq.frontend.http_messages import HttpRequest
+from mcpq.frontend.principal import ANONYMOUS, Principal
+from mcpq.shared.bounds import LimitExceeded, check_raw_depth
+from mcpq.shared.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
     UNSUPPORTED_VERSION,
     McpError,
 )
-from shared.protocol import (
+from mcpq.shared.protocol import (
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
@@ -32,7 +32,7 @@ from shared.protocol import (
 )
 
 if TYPE_CHECKING:
-    from shared.store import Session
+    from mcpq.shared.store import Session
 
 
 class Notification(Exception):

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from frontend.jsonrpc import RpcRequest
-from shared.bounds import LimitExceeded, check_bytes
-from shared.errors import invalid_params
-from shared.protocol import LEGACY_TASKS_VERSION
+from mcpq.frontend.jsonrpc import RpcRequest
+from mcpq.shared.bounds import LimitExceeded, check_bytes
+from mcpq.shared.errors import invalid_params
+from mcpq.shared.protocol import LEGACY_TASKS_VERSION
 
 _ACTIONS = {"accept", "decline", "cancel"}
 

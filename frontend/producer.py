@@ -1,14 +1,14 @@
 """The Celery producer of the web tier. The web tier only publishes (the job contract is
-``shared.jobs``): it never holds an ``AsyncResult`` and never reads Celery's result backend.
+``mcpq.shared.jobs``): it never holds an ``AsyncResult`` and never reads Celery's result backend.
 
 Two ways out for a run's message:
 
 - **in the create** (a Redis broker, the default): :meth:`CeleryProducer.message` builds the
-  message exactly as Celery would send it (``frontend.run_messages``), and the store pushes it
+  message exactly as Celery would send it (``mcpq.frontend.run_messages``), and the store pushes it
   in the script that creates the task. One round trip, and no task that exists unsent.
 - **published** (other brokers, re-enqueues after answers, the sweeper): Celery's publishing is
   blocking, so it runs on a small thread pool, never on the event loop. On RabbitMQ every
-  publish waits for the broker's confirm, bounded (``shared.celery_config``): the caller marks
+  publish waits for the broker's confirm, bounded (``mcpq.shared.celery_config``): the caller marks
   the run enqueued only once the broker has it.
 
 With a broker other than the store's Redis, the depth of its queues is the broker's to tell
@@ -27,16 +27,16 @@ from typing import Any, Protocol
 
 from celery import Celery
 
-from frontend.run_messages import CapturingTransport, RunMessages
-from shared.celery_config import (
+from mcpq.frontend.run_messages import CapturingTransport, RunMessages
+from mcpq.shared.celery_config import (
     CONFIRM_TIMEOUT_S,
     broker_is_amqp,
     broker_is_store,
     celery_config,
     publish_options,
 )
-from shared.jobs import Message, Run, send_run
-from shared.settings import Settings
+from mcpq.shared.jobs import Message, Run, send_run
+from mcpq.shared.settings import Settings
 
 log = logging.getLogger("mcpq.web")
 
@@ -75,7 +75,7 @@ class CeleryProducer:
         self._messages: RunMessages | None = None
         self._opening = asyncio.Lock()
         if broker_is_store(settings) and not settings.task_events:
-            # The broker is the store's Redis (``shared.celery_config``): messages may go out
+            # The broker is the store's Redis (``mcpq.shared.celery_config``): messages may go out
             # with the create. (Not with MCPQ_TASK_EVENTS: its task-sent event is Celery's to
             # send, when it publishes.)
             capture = Celery("mcpq-web-capture")

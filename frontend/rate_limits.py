@@ -11,8 +11,8 @@ import hashlib
 import math
 import time
 
-from frontend.http_messages import HttpRequest
-from shared.errors import LIMIT_EXCEEDED, McpError
+from mcpq.frontend.http_messages import HttpRequest
+from mcpq.shared.errors import LIMIT_EXCEEDED, McpError
 
 _LIMITS = {
     "tasks": ("MCPQ_MAX_OPEN_TASKS", "Too many unfinished tasks"),
@@ -73,7 +73,7 @@ class FloodShield:
     value (nothing else is known this early) and only for requests that say
     ``Mcp-Method: tools/call``; a revoked key in that window gets this 429 rather than a 401,
     both refusals. (After authentication, the tool gate asks the same of the principal:
-    ``frontend.calls.gate``; 2025-era requests carry no ``Mcp-Method`` and meet only that.)"""
+    ``mcpq.frontend.calls.gate``; 2025-era requests carry no ``Mcp-Method`` and meet only that.)"""
 
     def __init__(self) -> None:
         self._refusals = RateRefusals()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.errors import McpError
-from shared.protocol import META_SERVER_INFO
-from shared.wire import Result, legacy_dump
+from mcpq.shared.errors import McpError
+from mcpq.shared.protocol import META_SERVER_INFO
+from mcpq.shared.wire import Result, legacy_dump
 
 Message = dict[str, Any]
 RequestId = int | str | None

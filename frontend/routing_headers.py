@@ -14,9 +14,9 @@ import binascii
 import re
 from typing import Any
 
-from frontend.http_messages import HttpRequest
-from shared.errors import HEADER_MISMATCH, McpError
-from shared.protocol import NAME_PARAM
+from mcpq.frontend.http_messages import HttpRequest
+from mcpq.shared.errors import HEADER_MISMATCH, McpError
+from mcpq.shared.protocol import NAME_PARAM
 
 ROUTING = ("mcp-protocol-version", "mcp-method", "mcp-name")
 _SENTINEL = re.compile(r"^=\?base64\?(.*)\?=$")

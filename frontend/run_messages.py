@@ -30,7 +30,7 @@ from kombu import Producer as KombuProducer
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps
 
-from shared.jobs import REQUEST_ID_HEADER, Message, Run, send_run
+from mcpq.shared.jobs import REQUEST_ID_HEADER, Message, Run, send_run
 
 _captured = threading.local()
 

@@ -6,13 +6,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 
-from frontend.auth import Authenticator
-from frontend.http_messages import ClientGone
-from frontend.task_service import TaskService
-from shared.request_state import RequestStateSigner
-from shared.settings import Settings
-from shared.store import SessionStore
-from shared.tools import Registry
+from mcpq.frontend.auth import Authenticator
+from mcpq.frontend.http_messages import ClientGone
+from mcpq.frontend.task_service import TaskService
+from mcpq.shared.request_state import RequestStateSigner
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import SessionStore
+from mcpq.shared.tools import Registry
 
 #: The id of the MCP request being served; it travels with the Celery message to the worker.
 REQUEST_ID: ContextVar[str] = ContextVar("mcpq_request_id", default="")

@@ -6,7 +6,7 @@ One loop, :func:`follow`, serves a synchronous ``tools/call`` (its hidden task) 
 nothing else was sent for ``MCPQ_SSE_KEEPALIVE_S`` (proxies cut idle streams: Heroku's router
 after 30 s with no first byte, 55 s between bytes), and, on a 2025-era session, the tool's input
 requests as server→client requests; the client's answers come back as POSTed JSON-RPC responses
-on any replica (``frontend.legacy``). It ends with the JSON-RPC response. A 2026-07-28 call has
+on any replica (``mcpq.frontend.legacy``). It ends with the JSON-RPC response. A 2026-07-28 call has
 no server→client requests: its stream ends with the MRTR ``input_required`` result instead.
 
 The loop learns of changes from the task's pub/sub channel and re-reads the task on every
@@ -24,16 +24,16 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from frontend import replies
-from frontend.http_messages import ClientGone
-from frontend.jsonrpc import RpcRequest
-from frontend.replies import Message
-from frontend.services import Services
-from shared.errors import INTERNAL_ERROR, McpError, StoreUnavailable, TaskLost, TaskNotFound
-from shared.protocol import META_RELATED_TASK
-from shared.store import TaskRecord, TaskStatus
-from shared.tools import missing_capabilities
-from shared.wire import Result
+from mcpq.frontend import replies
+from mcpq.frontend.http_messages import ClientGone
+from mcpq.frontend.jsonrpc import RpcRequest
+from mcpq.frontend.replies import Message
+from mcpq.frontend.services import Services
+from mcpq.shared.errors import INTERNAL_ERROR, McpError, StoreUnavailable, TaskLost, TaskNotFound
+from mcpq.shared.protocol import META_RELATED_TASK
+from mcpq.shared.store import TaskRecord, TaskStatus
+from mcpq.shared.tools import missing_capabilities
+from mcpq.shared.wire import Result
 
 log = logging.getLogger("mcpq.web")
 Events = AsyncIterator[Message | None]

@@ -19,15 +19,15 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from frontend import rate_limits, web_metrics
-from frontend.producer import Producer
-from frontend.rate_limits import RateRefusals
-from shared import answers
-from shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params
-from shared.jobs import Run
-from shared.logs import task_hash
-from shared.settings import Settings
-from shared.store import (
+from mcpq.frontend import rate_limits, web_metrics
+from mcpq.frontend.producer import Producer
+from mcpq.frontend.rate_limits import RateRefusals
+from mcpq.shared import answers
+from mcpq.shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params
+from mcpq.shared.jobs import Run
+from mcpq.shared.logs import task_hash
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import (
     Admission,
     Answered,
     AsyncTaskStore,
@@ -46,7 +46,7 @@ from shared.store import (
     Watch,
     task_ref,
 )
-from shared.tools import Tool
+from mcpq.shared.tools import Tool
 
 log = logging.getLogger("mcpq.web")
 
@@ -100,7 +100,7 @@ class TaskService:
         self._unclaimed_ms = int(settings.unclaimed_after_s * 1000)
         self._session_ttl_ms = int(settings.session_ttl_s * 1000)
         #: Principals this process saw refused by the rate limit, until when: the tool gate
-        #: asks it before a call costs anything (``frontend.calls.gate``).
+        #: asks it before a call costs anything (``mcpq.frontend.calls.gate``).
         self.rate_refusals = rate_refusals if rate_refusals is not None else RateRefusals()
 
     # -- create ------------------------------------------------------------------------------------
@@ -229,7 +229,7 @@ class TaskService:
         run again (``RESUME``: no worker holds it).
 
         Only answers to outstanding requests go on, each checked against its request first
-        (``shared.answers.accept``): a bad one is -32602 and nothing is stored, so the task
+        (``mcpq.shared.answers.accept``): a bad one is -32602 and nothing is stored, so the task
         stays ``input_required``. Answers to other keys are ignored, as the spec wants."""
         try:
             _, outstanding = await self._store.get(ref, owner)

@@ -31,9 +31,9 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from shared.errors import StoreUnavailable
-from shared.settings import Settings
-from shared.store import OUTCOMES, DeploymentStats, StatsSnapshot
+from mcpq.shared.errors import StoreUnavailable
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import OUTCOMES, DeploymentStats, StatsSnapshot
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 log = logging.getLogger("mcpq.web")

@@ -1,6 +1,8 @@
-"""Operations side of mcpq: the `mcpq` command line, process launchers and their configuration.
+"""Operations side of mcpq, by role: the ``mcpq`` command line (``ops.cli``), the runtime around
+the Procfile's processes (``ops.runtime``: the exact gunicorn and Celery command lines, their
+configuration, start-up checks) and ``mcpq dev`` (``ops.dev``). Nothing here runs MCP or tool
+code.
 
-Nothing here runs MCP or tool code. `ops.cli` turns a Procfile line (`mcpq web`, `mcpq worker`,
-`mcpq flower`) into the exact gunicorn or celery command and execs it, so the platform's signals
-reach the server directly; `mcpq dev` supervises Redis, web and a worker on one machine.
+Not installed (run from a checkout): the test and benchmark harness (``ops.harness``), the
+benchmarks (``ops.bench``) and CI's tools (``ops.ci``).
 """

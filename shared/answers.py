@@ -19,9 +19,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from shared.bounds import LimitExceeded, check_bytes
-from shared.errors import invalid_params
-from shared.tools import InputRequest
+from mcpq.shared.bounds import LimitExceeded, check_bytes
+from mcpq.shared.errors import invalid_params
+from mcpq.shared.tools import InputRequest
 
 _ACTIONS = {"accept", "decline", "cancel"}
 _ROLES = {"assistant", "user"}

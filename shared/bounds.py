@@ -1,7 +1,7 @@
 """How big what a client or a tool hands us may be: one check per kind, each naming its setting.
 
 Everything here ends up in Redis (arguments, capabilities, answers, results, step values, status
-messages) or in a parser's recursion (nesting depth), so each has a bound (``shared.settings``:
+messages) or in a parser's recursion (nesting depth), so each has a bound (``mcpq.shared.settings``:
 ``MCPQ_MAX_*``). The web tier turns a :class:`LimitExceeded` into -32602 (-32600 for a body
 nested too deep, refused before parsing); a worker turns an oversized result or step value into
 a tool error, and shortens a status message.

@@ -10,9 +10,9 @@ import ssl
 from typing import Any
 from urllib.parse import urlsplit
 
-from shared import redis_urls
-from shared.redis_tls import redis_tls
-from shared.settings import Settings
+from mcpq.shared import redis_urls
+from mcpq.shared.redis_tls import redis_tls
+from mcpq.shared.settings import Settings
 
 #: URL schemes of an AMQP broker (RabbitMQ), served by kombu's py-amqp transport.
 AMQP_SCHEMES = ("amqp://", "amqps://", "pyamqp://")
@@ -137,7 +137,7 @@ CONFIRM_TIMEOUT_S = 5.0
 
 
 def publish_options(settings: Settings) -> dict[str, Any]:
-    """Celery's options for every publish of a run (``shared.jobs.send_run``)."""
+    """Celery's options for every publish of a run (``mcpq.shared.jobs.send_run``)."""
     return {"confirm_timeout": CONFIRM_TIMEOUT_S} if broker_is_amqp(settings) else {}
 
 
@@ -193,7 +193,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_connection_retry": True,
         # Unbounded here (publishers keep their own retry policies); a worker's consumer
         # bounds its reconnects by MCPQ_BROKER_WAIT_S instead, then exits non-zero for its
-        # platform to restart it (workers.broker_watch).
+        # platform to restart it (mcpq.workers.broker_watch).
         "broker_connection_max_retries": None,
         "broker_transport_options": _transport_options(settings),
         **_amqp_queues(settings),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from shared.protocol import TASKS_EXTENSION
+from mcpq.shared.protocol import TASKS_EXTENSION
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

@@ -54,7 +54,7 @@ def job_id(run: Run) -> str:
 @dataclass(frozen=True)
 class Message:
     """A run's message exactly as the broker's Redis list holds it (``key``: the list), for the
-    store to push in the same script that creates the task (``shared.store.calls.create``)."""
+    store to push in the same script that creates the task (``mcpq.shared.store.calls.create``)."""
 
     key: str
     body: str

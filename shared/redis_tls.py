@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from shared import redis_urls
-from shared.settings import Settings
+from mcpq.shared import redis_urls
+from mcpq.shared.settings import Settings
 
 #: ``ssl_cert_reqs`` values honoured in a ``rediss://`` URL (redis-py's and kombu's spellings).
 _URL_CERT_REQS = {"required": True, "cert_required": True, "none": False, "cert_none": False}
@@ -76,7 +76,7 @@ class RedisTls:
 def redis_tls(settings: Settings) -> RedisTls:
     """The policy for ``settings``; raises :class:`RedisTlsError` on a contradiction."""
     parts = urlsplit(settings.redis_url)
-    enabled = parts.scheme in ("rediss", "rediss+sentinel")  # shared.redis_urls
+    enabled = parts.scheme in ("rediss", "rediss+sentinel")  # mcpq.shared.redis_urls
     query = parse_qsl(parts.query, keep_blank_values=True)
     kept = [(name, value) for name, value in query if not name.startswith("ssl_")]
     from_url = [(name, value) for name, value in query if name.startswith("ssl_")]

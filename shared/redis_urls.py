@@ -10,9 +10,9 @@ the hosts are the sentinels (port 26379 unless told), the first path segment is 
 (Sentinel's ``master name``), the second the database (0 unless told). The credentials are the
 Redis servers' (the primary and its replicas), not the sentinels': a sentinel with its own
 ``requirepass`` gets ``MCPQ_REDIS_SENTINEL_PASSWORD``. Query parameters are refused but for
-``ssl_cert_reqs`` (``shared.redis_tls`` reads it, as for ``rediss://``).
+``ssl_cert_reqs`` (``mcpq.shared.redis_tls`` reads it, as for ``rediss://``).
 
-Every client builds on this parse: the store's redis-py clients (``shared.store.clients``:
+Every client builds on this parse: the store's redis-py clients (``mcpq.shared.store.clients``:
 ``Sentinel.master_for``, which asks the sentinels for the primary on each new connection and
 drops connections to a primary that was demoted), and Celery's broker (kombu's Sentinel
 transport, whose URL is ``sentinel://host:port;sentinel://host2:port`` with the service in the
@@ -91,8 +91,8 @@ def _host_port(item: str, setting: str) -> tuple[str, int]:
 
 def parse_sentinel(url: str, setting: str = "REDIS_URL", *, tls: bool = True) -> SentinelUrl:
     """Parse a ``redis+sentinel://`` URL; raises :class:`RedisUrlError` naming ``setting``.
-    The URL must have lost its ``ssl_cert_reqs`` already (``shared.redis_tls``). ``tls``:
-    whether ``rediss+sentinel://`` may be used here (only where ``shared.redis_tls``'s policy
+    The URL must have lost its ``ssl_cert_reqs`` already (``mcpq.shared.redis_tls``). ``tls``:
+    whether ``rediss+sentinel://`` may be used here (only where ``mcpq.shared.redis_tls``'s policy
     applies: ``REDIS_URL``)."""
     form = "redis+sentinel://[:password@]host1:26379,host2:26379/<service>[/<db>]"
     parts = urlsplit(url)

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from shared import jsonutil
+from mcpq.shared import jsonutil
 
 VERSION = "v2"
 #: The least a secret may be: 32 random bytes as base64url (``mcpq secret`` prints one).

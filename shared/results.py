@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared import jsonutil
-from shared.wire import CallToolResult
+from mcpq.shared import jsonutil
+from mcpq.shared.wire import CallToolResult
 
 
 def call_tool_result(value: Any) -> CallToolResult:

@@ -1,4 +1,4 @@
-"""How each setting's raw text becomes its value (``shared.settings``): the parsers, each
+"""How each setting's raw text becomes its value (``mcpq.shared.settings``): the parsers, each
 raising ``ValueError`` with a message that names what is allowed, and the sets of allowed
 values they check against."""
 
@@ -80,7 +80,7 @@ def parse_pool(raw: str) -> str:
 BROKER_SCHEMES = (
     "redis://",
     "rediss://",
-    "redis+sentinel://",  # shared.redis_urls
+    "redis+sentinel://",  # mcpq.shared.redis_urls
     "amqp://",
     "amqps://",
     "pyamqp://",

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from shared.setting_values import (
+from mcpq.shared.setting_values import (
     parse_amqp_queue_type,
     parse_auth_modes,
     parse_bool,
@@ -28,7 +28,7 @@ from shared.setting_values import (
 )
 
 #: The bundled demo and conformance tools: what ``mcpq dev`` serves unless told otherwise.
-DEFAULT_TOOLS = "tools.conformance_fixtures,tools.demo"
+DEFAULT_TOOLS = "mcpq.conformance_fixtures,mcpq.demo"
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,8 @@ class Settings:
     #: name ``DEFAULT_TOOLS``, the bundled demo and conformance tools, themselves).
     tools: tuple[str, ...] = field(default=(), metadata={"env": "MCPQ_TOOLS", "parse": parse_csv})
     secret: str = field(default="", metadata={"env": "MCPQ_SECRET"})
-    #: Keys sealing task payloads at rest (``shared.sealing``), or ``plaintext``; checked by
-    #: ``ops.preflight``. Never shown (``repr``): it holds keys.
+    #: Keys sealing task payloads at rest (``mcpq.shared.sealing``), or ``plaintext``; checked by
+    #: ``mcpq.ops.runtime.preflight``. Never shown (``repr``): it holds keys.
     data_keys: str = field(default="", repr=False, metadata={"env": "MCPQ_DATA_KEYS"})
     auth: tuple[str, ...] = field(
         default=(), metadata={"env": "MCPQ_AUTH", "parse": parse_auth_modes}
@@ -98,7 +98,8 @@ class Settings:
         default=1, metadata={"env": "MCPQ_STORE_SHARDS", "parse": parse_shards}
     )
     #: ``REDIS_URL`` names a node of a Redis Cluster (any one: the others are discovered); the
-    #: Celery broker must then be a separate server (``CELERY_BROKER_URL``, ``ops.preflight``).
+    #: Celery broker must then be a separate server (``CELERY_BROKER_URL``,
+    #: ``ops.runtime.preflight``).
     redis_cluster: bool = field(
         default=False, metadata={"env": "MCPQ_REDIS_CLUSTER", "parse": parse_bool}
     )
@@ -182,12 +183,12 @@ class Settings:
     )
     input_hold_s: float = field(default=30.0, metadata={"env": "MCPQ_INPUT_HOLD_S", "parse": float})
     #: How late a tool's status report (``ctx.report``) is written; a run that ends sooner
-    #: writes none (``workers.reports``). 0: each report at once.
+    #: writes none (``mcpq.workers.reports``). 0: each report at once.
     report_delay_ms: float = field(
         default=100.0, metadata={"env": "MCPQ_REPORT_DELAY_MS", "parse": parse_non_negative}
     )
     #: How often a process adds its ``created`` and outcome counts to the stats hashes
-    #: (``shared.store.tally``). 0: each is counted inside its create or finish script.
+    #: (``mcpq.shared.store.tally``). 0: each is counted inside its create or finish script.
     stats_flush_ms: float = field(
         default=1000.0, metadata={"env": "MCPQ_STATS_FLUSH_MS", "parse": parse_non_negative}
     )
@@ -201,7 +202,7 @@ class Settings:
     #: Runs of one task that may lose their worker (lease expired unfinished) before the task
     #: fails instead of running again (a tool that kills its worker); 0: no limit.
     max_runs: int = field(default=3, metadata={"env": "MCPQ_MAX_RUNS", "parse": parse_limit})
-    #: Runs of their own (``workers.solo``) an io pool process runs at once; more wait.
+    #: Runs of their own (``mcpq.workers.solo``) an io pool process runs at once; more wait.
     solo_concurrency: int = field(
         default=4, metadata={"env": "MCPQ_SOLO_CONCURRENCY", "parse": parse_positive_int}
     )
@@ -218,12 +219,12 @@ class Settings:
         default=2.0, metadata={"env": "MCPQ_REDIS_TIMEOUT_S", "parse": float}
     )
     #: The sentinels' own password (``requirepass`` in sentinel.conf), for a
-    #: ``redis+sentinel://`` ``REDIS_URL`` (``shared.redis_urls``); the URL's is the servers'.
+    #: ``redis+sentinel://`` ``REDIS_URL`` (``mcpq.shared.redis_urls``); the URL's is the servers'.
     redis_sentinel_password: str = field(
         default="", repr=False, metadata={"env": "MCPQ_REDIS_SENTINEL_PASSWORD"}
     )
     #: Replicas that must hold a create or an answer before the client is told (``WAIT``);
-    #: 0: acknowledged once the primary has it (``shared.store.aio``).
+    #: 0: acknowledged once the primary has it (``mcpq.shared.store.aio``).
     redis_min_replicas: int = field(
         default=0, metadata={"env": "MCPQ_REDIS_MIN_REPLICAS", "parse": parse_limit}
     )
@@ -276,7 +277,7 @@ class Settings:
     redis_tls_verify: bool = field(
         default=True, metadata={"env": "MCPQ_REDIS_TLS_VERIFY", "parse": parse_bool}
     )
-    #: A PEM CA bundle trusted for ``rediss://`` besides the system's (``shared.redis_tls``).
+    #: A PEM CA bundle trusted for ``rediss://`` besides the system's (``mcpq.shared.redis_tls``).
     redis_tls_ca: str = field(default="", metadata={"env": "MCPQ_REDIS_TLS_CA"})
     log_format: str = field(default="json", metadata={"env": "MCPQ_LOG_FORMAT"})
     log_level: str = field(default="INFO", metadata={"env": "MCPQ_LOG_LEVEL"})

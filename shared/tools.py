@@ -7,7 +7,7 @@ the workers (which run) can both import them. Modules are named by ``MCPQ_TOOLS`
 
 Example::
 
-    from shared.tools import ToolContext, tool
+    from mcpq.shared.tools import ToolContext, tool
 
     @tool(task="optional", description="Add slowly")
     def slow_add(ctx: ToolContext, a: int, b: int) -> str:
@@ -36,7 +36,7 @@ _UNSET: Any = object()
 
 class ToolContext(Protocol):
     """What a running tool may do. Every call also observes cancellation: once the task is
-    cancelled, the next call raises :class:`shared.errors.TaskCancelled`."""
+    cancelled, the next call raises :class:`mcpq.shared.errors.TaskCancelled`."""
 
     @property
     def cancelled(self) -> bool: ...

@@ -15,9 +15,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from shared.errors import INTERNAL_ERROR, McpError
-from shared.store.records import TaskRecord
-from shared.store.states import TaskStatus
+from mcpq.shared.errors import INTERNAL_ERROR, McpError
+from mcpq.shared.store.records import TaskRecord
+from mcpq.shared.store.states import TaskStatus
 
 JsonObject = dict[str, Any]
 

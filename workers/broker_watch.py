@@ -12,11 +12,11 @@ So this consumer connects with kombu's ``timeout`` (seconds, over all attempts) 
 capped well below the deadline, and when the broker stays unreachable it logs one line (the
 URL, password hidden; what to check) and raises ``WorkerTerminate``: a cold shutdown (the pool
 stops at once; prefork children are terminated, the io pool hands its runs back) with the exit
-status of ``ops.broker_wait``, 3. An outage shorter than the wait is ridden out as before: the
-consumer reconnects and consumes again. It is used for the first connection too (the broker
+status of ``ops.runtime.broker_wait``, 3. An outage shorter than the wait is ridden out as before:
+the consumer reconnects and consumes again. It is used for the first connection too (the broker
 may go away between ``mcpq worker``'s check and Celery's start).
 
-Installed by ``workers.celery_app`` as Celery's ``worker_consumer``.
+Installed by ``mcpq.workers.celery_app`` as Celery's ``worker_consumer``.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from celery.worker.consumer import Consumer
 from celery.worker.state import maybe_shutdown
 from kombu.exceptions import OperationalError
 
-from shared.celery_config import broker_origin, connection_problem, unreachable
-from shared.redis_urls import redact_url
-from shared.settings import Settings
+from mcpq.shared.celery_config import broker_origin, connection_problem, unreachable
+from mcpq.shared.redis_urls import redact_url
+from mcpq.shared.settings import Settings
 
 log = logging.getLogger("mcpq.worker")
 
-#: The worker's exit status when its broker stays unreachable: ``ops.broker_wait``'s (workers
-#: do not import ops).
+#: The worker's exit status when its broker stays unreachable: ``ops.runtime.broker_wait``'s
+#: (workers do not import ops).
 EXIT_UNREACHABLE = 3
 
 
@@ -50,7 +50,7 @@ def retry_intervals(wait_s: float) -> dict[str, float]:
 
 @runtime_checkable
 class Configured(Protocol):
-    """The consumer's Celery app, as the worker's is (``workers.celery_app.WorkerApp``): it
+    """The consumer's Celery app, as the worker's is (``mcpq.workers.celery_app.WorkerApp``): it
     holds mcpq's settings. Looked up on the app Celery gives the consumer, which Celery builds
     from the app's configuration (``worker_consumer``), not from an import of ours."""
 
@@ -63,7 +63,7 @@ class BoundedConsumer(Consumer):
     def ensure_connected(self, conn: Any) -> Any:
         app = self.app
         if not isinstance(app, Configured):
-            raise TypeError("BoundedConsumer needs mcpq's Celery app (workers.celery_app)")
+            raise TypeError("BoundedConsumer needs mcpq's Celery app (mcpq.workers.celery_app)")
         return self._ensure_within(conn, app.settings)
 
     def _ensure_within(self, conn: Any, settings: Settings) -> Any:

@@ -4,12 +4,12 @@ the web tier's.
 It builds mcpq's Celery app (:class:`WorkerApp`) from the settings and a tool registry (given by
 the caller, or loaded from ``MCPQ_TOOLS``): one Celery task per tool, named after the tool (so
 Flower shows tool runs by name), each taking the task's storage ``ref``; JSON-only
-serialisation (``shared.celery_config``); the worker's signal handlers. What a worker process's
+serialisation (``mcpq.shared.celery_config``); the worker's signal handlers. What a worker process's
 runs share (the store, the wake-ups, the lease keeper, the report flusher) is built by the app
 on the process's first run (:meth:`WorkerApp.run_deps`), and held by it.
 
-Importing this module builds nothing. ``mcpq worker`` (``workers.main``) calls the factory;
-``workers.entry`` holds the app built from the environment for the ``celery -A`` command lines
+Importing this module builds nothing. ``mcpq worker`` (``mcpq.workers.main``) calls the factory;
+``mcpq.workers.entry`` holds the app built from the environment for the ``celery -A`` command lines
 (Flower).
 """
 
@@ -24,28 +24,28 @@ from typing import Any
 from celery import Celery, Task, signals
 from celery.exceptions import Ignore
 
-from shared import logs, redis_tls
-from shared.celery_config import broker_is_store, celery_config
-from shared.jobs import read_run
-from shared.settings import Settings
-from shared.store import open_store
-from shared.store.clients import store_keys, sync_client
-from shared.store.wakeups import Wakeups
-from shared.tools import Registry
-from workers import run_metrics, solo
-from workers.heartbeat import LeaseKeeper
-from workers.io_pool import current_slot
-from workers.outcomes import RunOutcome
-from workers.redis_transport import TRANSPORT
-from workers.reports import ReportFlusher
-from workers.runner import RunControl, RunDeps, run_task
-from workers.sweeper import start_sweeper
+from mcpq.shared import logs, redis_tls
+from mcpq.shared.celery_config import broker_is_store, celery_config
+from mcpq.shared.jobs import read_run
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import open_store
+from mcpq.shared.store.clients import store_keys, sync_client
+from mcpq.shared.store.wakeups import Wakeups
+from mcpq.shared.tools import Registry
+from mcpq.workers import run_metrics, solo
+from mcpq.workers.heartbeat import LeaseKeeper
+from mcpq.workers.io_pool import current_slot
+from mcpq.workers.outcomes import RunOutcome
+from mcpq.workers.redis_transport import TRANSPORT
+from mcpq.workers.reports import ReportFlusher
+from mcpq.workers.runner import RunControl, RunDeps, run_task
+from mcpq.workers.sweeper import start_sweeper
 
 log = logging.getLogger("mcpq.worker")
 
 #: Outcomes whose job ends with Celery's ``Ignore``: the MCP state its custom event showed
 #: (``cancelled``, ``parked``) stays, which Celery would overwrite with SUCCESS; an abandoned
-#: run's job was answered when it was let go of (``workers.io_pool``).
+#: run's job was answered when it was let go of (``mcpq.workers.io_pool``).
 _NOT_A_SUCCESS = frozenset({RunOutcome.CANCELLED, RunOutcome.PARKED, RunOutcome.ABANDONED})
 
 
@@ -90,8 +90,8 @@ def create_worker_app(settings: Settings, registry: Registry | None = None) -> W
         # store's). Any other broker gets kombu's own transport for its URL (RabbitMQ: py-amqp,
         # where acks, redelivery and prefetch are the broker's).
         app.conf.broker_transport = TRANSPORT
-    # Broker reconnects bounded by MCPQ_BROKER_WAIT_S, then exit 3 (workers.broker_watch).
-    app.conf.worker_consumer = "workers.broker_watch:BoundedConsumer"
+    # Broker reconnects bounded by MCPQ_BROKER_WAIT_S, then exit 3 (mcpq.workers.broker_watch).
+    app.conf.worker_consumer = "mcpq.workers.broker_watch:BoundedConsumer"
     for tool in app.registry.tools.values():
         _register_job(app, tool.name)
     _connect_signals(app)
@@ -126,7 +126,7 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
 
         # A prefork pool process runs its job on its main thread, one at a time: a run that
         # ignores its cancel may be stopped by killing the process. An io pool runs many jobs
-        # in one process: never kill it; the job's slot is let go of instead (workers.io_pool).
+        # in one process: never kill it; the job's slot is let go of instead (mcpq.workers.io_pool).
         slot = current_slot()
         alone = slot is None and threading.current_thread() is threading.main_thread()
         control = RunControl(

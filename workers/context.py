@@ -1,4 +1,4 @@
-"""``RunContext``: the :class:`shared.tools.ToolContext` a tool gets inside a worker.
+"""``RunContext``: the :class:`mcpq.shared.tools.ToolContext` a tool gets inside a worker.
 
 Replay contract: a run may start again from the top (a parked task resumed, a crashed worker's
 task recovered). Input keys are derived from the order of ``ask`` calls, so a replayed
@@ -14,13 +14,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from shared.bounds import LimitExceeded, check_bytes, shorten
-from shared.errors import StoreUnavailable, TaskCancelled, ToolError
-from shared.store import InputPoll, Reply, StepStart, TaskStatus, TaskStore
-from shared.store.wakeups import Watch
-from shared.tools import InputRequest, elicitation, missing_capabilities, sampling, step_key
-from workers.interrupts import RunParked, RunSuperseded
-from workers.reports import PendingReport, ReportFlusher
+from mcpq.shared.bounds import LimitExceeded, check_bytes, shorten
+from mcpq.shared.errors import StoreUnavailable, TaskCancelled, ToolError
+from mcpq.shared.store import InputPoll, Reply, StepStart, TaskStatus, TaskStore
+from mcpq.shared.store.wakeups import Watch
+from mcpq.shared.tools import InputRequest, elicitation, missing_capabilities, sampling, step_key
+from mcpq.workers.interrupts import RunParked, RunSuperseded
+from mcpq.workers.reports import PendingReport, ReportFlusher
 
 T = TypeVar("T")
 #: How long a step's value is retried through a store outage before the run gives up on it.
@@ -66,7 +66,7 @@ class RunContext:
             self.interrupt,
         )
         #: How the run learns that an answer or a cancel came while it waits
-        #: (``shared.store.wakeups``: the runs of a process share one connection).
+        #: (``mcpq.shared.store.wakeups``: the runs of a process share one connection).
         self._watch = watch
         self.ref, self.gen = ref, gen
         self._prelude = prelude
@@ -130,7 +130,7 @@ class RunContext:
                 if reply is not Reply.OK:
                     raise_for(reply)
                 return
-            # Written later (workers.reports); a cancel this worker knows of still stops here.
+            # Written later (mcpq.workers.reports); a cancel this worker knows of still stops here.
             if self.cancel_seen.is_set():
                 raise_for(self._stopped_by)
             if self._pending.set(text, self._store.now_ms()):

@@ -1,5 +1,5 @@
 """How a tool's code runs inside a job: sync or ``async def``, always on the job's own thread
-(a prefork pool process runs one job; an io pool thread runs one job, ``workers.io_pool``), and
+(a prefork pool process runs one job; an io pool thread runs one job, ``mcpq.workers.io_pool``), and
 how a run that ignores its cancel is stopped.
 
 - **async tools** get an event loop of their own, on the thread that runs them: ``await`` an
@@ -10,7 +10,7 @@ how a run that ignores its cancel is stopped.
   process killed (Celery starts another): nothing else runs there.
 - **threads (io pools)**: a tool that ignores its cancel gets ``TaskCancelled`` raised inside its
   thread (it ends at the next Python instruction it runs), and its job is let go of at once
-  (``workers.io_pool.Slot.let_go``): Celery has its answer, another thread takes the slot, and
+  (``mcpq.workers.io_pool.Slot.let_go``): Celery has its answer, another thread takes the slot, and
   this one leaves the pool when the tool returns (blocked in C code, it leaves when that call
   returns; whatever it then writes is fenced by the run's generation). The process, and every
   other run in it, goes on.
@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from shared.errors import TaskCancelled
+from mcpq.shared.errors import TaskCancelled
 
 log = logging.getLogger("mcpq.worker")
 

@@ -7,7 +7,7 @@ may hold hundreds, and a thread and a connection per run would not scale. When a
 turns out cancelled it interrupts the run (``on_cancel``: the context wakes, an async tool's
 task is cancelled); if the tool has still not returned after the grace period it stops the run
 (``terminate``: the pool process is killed, or the run abandoned and its io-pool job let go of;
-see ``workers.execution``).
+see ``mcpq.workers.execution``).
 
 Renewing is automatic, so without a bound a hung tool (blocked forever outside ``ctx``) would
 keep its lease, its pool slot and its task ``working`` forever: the sweeper only recovers runs
@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from shared.errors import StoreUnavailable
-from shared.logs import task_hash
-from shared.store import Renewal, Reply, TaskStore
+from mcpq.shared.errors import StoreUnavailable
+from mcpq.shared.logs import task_hash
+from mcpq.shared.store import Renewal, Reply, TaskStore
 
 log = logging.getLogger("mcpq.worker")
 
@@ -63,7 +63,7 @@ class LeaseKeeper:
     ) -> None:
         self._store = store
         #: What each renewal tells the store of this process's other runs, at least (see
-        #: ``TaskStore.renew_many``; a run of its own says 1: ``workers.solo``).
+        #: ``TaskStore.renew_many``; a run of its own says 1: ``mcpq.workers.solo``).
         self._min_peers = min_peers
         self._lease_ms = int(lease_s * 1000)
         self._interval = min(max(lease_s / 3, 0.05), 0.5)

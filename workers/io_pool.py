@@ -11,7 +11,7 @@ on a no-op run cost more than the run (context switches, GIL hand-offs, cold cac
   themselves; the thread that went idle last takes the next job, and when all are busy jobs
   wait in order;
 - a job whose tool must be stopped is **let go of** (:meth:`Slot.let_go`, called by the lease
-  keeper through ``workers.execution``): Celery is answered at once as for a job that raised
+  keeper through ``mcpq.workers.execution``): Celery is answered at once as for a job that raised
   ``Ignore`` (the message is acked, nothing is stored), another thread takes the slot's place,
   and the stuck thread leaves the pool when its tool returns (whatever it still writes is
   fenced by its run's generation; its late answer to Celery is dropped);
@@ -49,7 +49,7 @@ _current = threading.local()
 
 @runtime_checkable
 class HandsBackRuns(Protocol):
-    """The pool's Celery app, as the worker's is (``workers.celery_app.WorkerApp``): it can
+    """The pool's Celery app, as the worker's is (``mcpq.workers.celery_app.WorkerApp``): it can
     hand back the runs of this process. Looked up on the app Celery gives the pool, so the
     pool does not import the app's module (which imports this one)."""
 
@@ -109,7 +109,7 @@ class _Result:
     """What Celery keeps of an applied job (a weak reference): it may ``terminate`` it."""
 
     def terminate(self, signal: Any = None) -> None:
-        """Nothing to kill: a cancelled run stops the io pool's way (``workers.execution``)."""
+        """Nothing to kill: a cancelled run stops the io pool's way (``mcpq.workers.execution``)."""
 
 
 _Job = tuple[Any, Any, Any, Any, Any]

@@ -1,15 +1,15 @@
 """``mcpq worker``'s process: Celery's own ``worker`` command, run without Celery's umbrella
 command-line program.
 
-``python -m celery -A workers.entry worker`` loads that whole program before the app: every
+``python -m celery -A mcpq.workers.entry worker`` loads that whole program before the app: every
 subcommand and every ``celery.commands`` plugin installed (Flower with tornado, click-repl with
 prompt_toolkit, pygments...), about 10 MiB that each worker process holds for nothing. This runs
 the same click command, with what the umbrella command would hand it (``celery.bin.celery``:
 the app, its user options, the ``CELERY_WORKER_*`` environment defaults). The app is built here,
-from the environment (``workers.celery_app.create_worker_app``). The arguments are the
+from the environment (``mcpq.workers.celery_app.create_worker_app``). The arguments are the
 ``worker`` command's, after an optional ``--quiet`` (the umbrella's own option: no banner).
 
-    python -m workers.main [--quiet] --pool custom -Q celery -c 100 ...
+    python -m mcpq.workers.main [--quiet] --pool custom -Q celery -c 100 ...
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     from celery.bin.base import CLIContext
     from celery.bin.worker import worker
 
-    from shared.settings import Settings
-    from workers.celery_app import create_worker_app
+    from mcpq.shared.settings import Settings
+    from mcpq.workers.celery_app import create_worker_app
 
     app = create_worker_app(Settings.from_env())
 

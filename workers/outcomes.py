@@ -2,7 +2,7 @@
 (``mcpq_tool_runs_total``, ``mcpq_tool_run_duration_seconds``) and the ``transition`` of the
 run's ``run ended`` log line.
 
-Not a task status (:class:`shared.store.TaskStatus`): a run may end its task (``completed``,
+Not a task status (:class:`mcpq.shared.store.TaskStatus`): a run may end its task (``completed``,
 ``failed``, ``cancelled``: the same words as the statuses), let go of it for another run to go
 on, never start (``claim`` refused it), or have its result refused by the fence. The set is
 closed, so the label values a dashboard may name are known (docs/operations.md): a store reply
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from shared.store import Reply, TaskStatus
+from mcpq.shared.store import Reply, TaskStatus
 
 
 class RunOutcome(StrEnum):
@@ -31,7 +31,7 @@ class RunOutcome(StrEnum):
     GONE = "gone"  # the task expired
     TERMINAL = "terminal"  # the task has ended
     POISONED = "poisoned"  # its runs kept losing their worker (MCPQ_MAX_RUNS)
-    SOLO = "solo"  # it must run alone: this job ran it in a process of its own (workers.solo)
+    SOLO = "solo"  # it must run alone: this job ran it in a process of its own (mcpq.workers.solo)
     # The run ended, but the fence refused its finish: its result was discarded.
     DISCARDED_GONE = "discarded-gone"
     DISCARDED_SUPERSEDED = "discarded-superseded"

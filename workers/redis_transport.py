@@ -5,7 +5,7 @@ kombu's Redis transport emulates acks: every message a worker takes is written t
 ``unacked`` hash and index (``MULTI ZADD HSET EXEC``) and deleted again on ack (``MULTI ZREM
 HDEL EXEC``), so that a message held by a worker that dies is restored after the visibility
 timeout. That is eight commands per run, for a recovery mcpq never uses: the visibility
-timeout is a week (``shared.celery_config``), and a task's run is recovered by the store
+timeout is a week (``mcpq.shared.celery_config``), and a task's run is recovered by the store
 instead: the task stays on the store's unclaimed watch list until a run claims it (the
 sweeper sends its message again otherwise), and once claimed its lease covers it.
 
@@ -72,7 +72,7 @@ class Transport(kombu_redis.Transport):
 
     def __init__(self, client: Any, **kwargs: Any) -> None:
         super().__init__(client, **kwargs)
-        # Through Sentinel when the broker options name the service (``shared.celery_config``
+        # Through Sentinel when the broker options name the service (``mcpq.shared.celery_config``
         # sets ``master_name`` for a ``redis+sentinel://`` URL): one transport name for the
         # workers either way, as kombu's ``SentinelTransport`` differs only in its channel.
         if (client.transport_options or {}).get("master_name"):

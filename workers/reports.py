@@ -27,8 +27,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from shared.errors import StoreUnavailable
-from shared.store import Reply
+from mcpq.shared.errors import StoreUnavailable
+from mcpq.shared.store import Reply
 
 log = logging.getLogger("mcpq.worker")
 

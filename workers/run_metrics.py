@@ -17,8 +17,8 @@ from prometheus_client import (
     start_http_server,
 )
 
-from shared.settings import Settings
-from workers.outcomes import RunOutcome
+from mcpq.shared.settings import Settings
+from mcpq.workers.outcomes import RunOutcome
 
 RUNS = Counter("mcpq_tool_runs", "Tool runs by tool and outcome", ["tool", "outcome"])
 DURATION = Histogram(

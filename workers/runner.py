@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.bounds import LimitExceeded, check_bytes
-from shared.errors import (
+from mcpq.shared.bounds import LimitExceeded, check_bytes
+from mcpq.shared.errors import (
     INTERNAL_ERROR,
     ProtocolError,
     StoreUnavailable,
@@ -29,20 +29,20 @@ from shared.errors import (
     rpc_error,
     tool_crash_text,
 )
-from shared.jobs import Run
-from shared.logs import task_hash
-from shared.results import call_tool_result, error_result
-from shared.settings import Settings
-from shared.store import Reply, TaskRecord, TaskStatus, TaskStore
-from shared.store.wakeups import Wakeups, Watch
-from shared.tools import Registry, Tool
-from workers import solo
-from workers.context import RunContext
-from workers.execution import RunAbandoned, ToolCall
-from workers.heartbeat import KeptRun, LeaseKeeper, Watchdog
-from workers.interrupts import RunParked, RunSuperseded
-from workers.outcomes import RunOutcome
-from workers.reports import ReportFlusher
+from mcpq.shared.jobs import Run
+from mcpq.shared.logs import task_hash
+from mcpq.shared.results import call_tool_result, error_result
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import Reply, TaskRecord, TaskStatus, TaskStore
+from mcpq.shared.store.wakeups import Wakeups, Watch
+from mcpq.shared.tools import Registry, Tool
+from mcpq.workers import solo
+from mcpq.workers.context import RunContext
+from mcpq.workers.execution import RunAbandoned, ToolCall
+from mcpq.workers.heartbeat import KeptRun, LeaseKeeper, Watchdog
+from mcpq.workers.interrupts import RunParked, RunSuperseded
+from mcpq.workers.outcomes import RunOutcome
+from mcpq.workers.reports import ReportFlusher
 
 log = logging.getLogger("mcpq.worker")
 
@@ -56,7 +56,7 @@ class RunDeps:
     leases: LeaseKeeper
     #: The process's shared wake-ups (one connection for every waiting run).
     wakeups: Wakeups
-    #: The process's writer of late status reports (``workers.reports``).
+    #: The process's writer of late status reports (``mcpq.workers.reports``).
     reports: ReportFlusher | None = None
 
 
@@ -66,7 +66,7 @@ class RunControl:
     is stopped: ``terminate`` kills the process it runs in (prefork: one job per process), or
     is ``None`` when the process runs other jobs too (threads): then the tool gets
     ``TaskCancelled`` raised in its thread and ``let_go`` frees the job's slot
-    (``workers.execution``, ``workers.io_pool``)."""
+    (``mcpq.workers.execution``, ``mcpq.workers.io_pool``)."""
 
     terminate: Callable[[], None] | None
     on_state: Callable[[str], None]
@@ -126,7 +126,7 @@ class _Ending:
 def run_task(deps: RunDeps, run: Run, control: RunControl, *, alone: bool = False) -> RunOutcome:
     """Run the task's tool once; returns what happened (a log and metrics label), and logs it.
     ``alone``: nothing else runs in this process (a prefork pool process, a run of its own);
-    otherwise a task that must run alone is run in a child process (``workers.solo``)."""
+    otherwise a task that must run alone is run in a child process (``mcpq.workers.solo``)."""
     ending = _Ending(run)
     outcome = _run(deps, run.ref, control, ending, alone)
     if outcome is RunOutcome.SOLO:

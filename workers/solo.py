@@ -24,8 +24,8 @@ import sys
 import threading
 from collections.abc import Callable
 
-from shared.jobs import Run
-from shared.logs import task_hash
+from mcpq.shared.jobs import Run
+from mcpq.shared.logs import task_hash
 
 log = logging.getLogger("mcpq.worker")
 
@@ -61,7 +61,15 @@ def run_alone(lost_alone: Callable[[str], object], run: Run, concurrency: int) -
 
 
 def _run_child(run: Run) -> int:
-    argv = [sys.executable, "-m", "workers.solo_run", run.tool, run.ref, run.queue, run.request_id]
+    argv = [
+        sys.executable,
+        "-m",
+        "mcpq.workers.solo_run",
+        run.tool,
+        run.ref,
+        run.queue,
+        run.request_id,
+    ]
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
     with _children_lock:
         _children.add(child)

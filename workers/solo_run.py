@@ -14,12 +14,12 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
-from shared import logs
-from shared.jobs import Run
-from shared.settings import Settings
-from shared.tools import Registry
-from workers.celery_app import build_run_deps
-from workers.runner import RunControl, run_task
+from mcpq.shared import logs
+from mcpq.shared.jobs import Run
+from mcpq.shared.settings import Settings
+from mcpq.shared.tools import Registry
+from mcpq.workers.celery_app import build_run_deps
+from mcpq.workers.runner import RunControl, run_task
 
 
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:

@@ -16,12 +16,12 @@ import threading
 
 from celery import Celery
 
-from shared.celery_config import publish_options
-from shared.errors import INTERNAL_ERROR, StoreUnavailable, rpc_error
-from shared.jobs import Run, send_run
-from shared.logs import task_hash
-from shared.settings import Settings
-from shared.store import Due, Reply, TaskStatus, TaskStore, open_store
+from mcpq.shared.celery_config import publish_options
+from mcpq.shared.errors import INTERNAL_ERROR, StoreUnavailable, rpc_error
+from mcpq.shared.jobs import Run, send_run
+from mcpq.shared.logs import task_hash
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import Due, Reply, TaskStatus, TaskStore, open_store
 
 log = logging.getLogger("mcpq.sweeper")
 

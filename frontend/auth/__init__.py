@@ -1,12 +1,12 @@
 """Authentication of every MCP request (``MCPQ_AUTH``): who is calling, or a 401/403.
 
 Modes: ``oauth`` (bearer JWT access tokens from an OAuth 2.1 authorization server, as the MCP
-authorization spec describes: ``frontend.auth.oauth``), ``apikey`` (``mcpq_…`` keys made by
+authorization spec describes: ``mcpq.frontend.auth.oauth``), ``apikey`` (``mcpq_…`` keys made by
 ``mcpq keys create``: ``shared.store.api_keys``), both (a key is told from a JWT by its prefix),
 or none (``MCPQ_AUTH`` unset or ``none``: every caller is ``anonymous``).
 
 Failures answer as RFC 6750 describes: 401 with ``WWW-Authenticate: Bearer`` and, when OAuth is
-on, the ``resource_metadata`` URL of our RFC 9728 document (``frontend.auth.metadata``), so an
+on, the ``resource_metadata`` URL of our RFC 9728 document (``mcpq.frontend.auth.metadata``), so an
 MCP client can discover the authorization server; 403 ``insufficient_scope`` names the scope.
 """
 
@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from frontend.http_messages import HttpReply, HttpRequest
-from frontend.principal import ANONYMOUS, Principal
-from shared import jsonutil
-from shared.errors import INVALID_REQUEST, McpError
-from shared.settings import Settings
-from shared.store import ApiKeyLookup
-from shared.store.api_keys import TOKEN_PREFIX
+from mcpq.frontend.http_messages import HttpReply, HttpRequest
+from mcpq.frontend.principal import ANONYMOUS, Principal
+from mcpq.shared import jsonutil
+from mcpq.shared.errors import INVALID_REQUEST, McpError
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import ApiKeyLookup
+from mcpq.shared.store.api_keys import TOKEN_PREFIX
 
 if TYPE_CHECKING:
     # OAuth's modules (httpx, PyJWT and what they pull in: several MiB in every web process)
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     # OAuth never loads them.
     import httpx
 
-    from frontend.auth.oauth import JwtVerifier
+    from mcpq.frontend.auth.oauth import JwtVerifier
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 
@@ -86,7 +86,10 @@ class Authenticator:
                 raise AuthFailed(401, "invalid_token", "unknown or revoked API key")
             return Principal(key.principal, frozenset(key.scopes))
         if "oauth" in self.modes and self.verifier is not None:
-            from frontend.auth.oauth import KeysUnavailable, TokenInvalid  # loaded with verifier
+            from mcpq.frontend.auth.oauth import (  # loaded with verifier
+                KeysUnavailable,
+                TokenInvalid,
+            )
 
             try:
                 return await self.verifier.verify(token)
@@ -163,7 +166,7 @@ def build_authenticator(
     if "oauth" in modes:
         import httpx
 
-        from frontend.auth.oauth import Jwks, JwtVerifier
+        from mcpq.frontend.auth.oauth import Jwks, JwtVerifier
 
         jwks = Jwks(
             settings.oauth_issuer,

@@ -12,9 +12,9 @@ from typing import Any
 import falcon
 import falcon.asgi
 
-from shared import jsonutil
-from shared.settings import Settings
-from shared.tools import Registry
+from mcpq.shared import jsonutil
+from mcpq.shared.settings import Settings
+from mcpq.shared.tools import Registry
 
 
 def document(settings: Settings, registry: Registry) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import jwt
 
-from frontend.principal import Principal
+from mcpq.frontend.principal import Principal
 
 log = logging.getLogger("mcpq.auth")
 

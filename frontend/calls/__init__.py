@@ -8,9 +8,9 @@
 | ``sync``     | a synchronous call: its hidden task followed to its end, asked again       |
 
 A task itself is created, answered and cancelled by ``frontend.task_service``; a call's stream is
-``frontend.streams``.
+``mcpq.frontend.streams``.
 """
 
-from frontend.calls.pipeline import call_tool
+from mcpq.frontend.calls.pipeline import call_tool
 
 __all__ = ["call_tool"]

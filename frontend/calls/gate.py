@@ -29,19 +29,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from frontend import web_metrics
-from frontend.jsonrpc import RpcRequest
-from frontend.params import ToolCallParams
-from frontend.services import Services
-from shared.errors import (
+from mcpq.frontend import web_metrics
+from mcpq.frontend.jsonrpc import RpcRequest
+from mcpq.frontend.params import ToolCallParams
+from mcpq.frontend.services import Services
+from mcpq.shared.errors import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
     McpError,
     invalid_params,
     missing_tasks_capability,
 )
-from shared.protocol import LEGACY_TASKS_VERSION
-from shared.tools import Tool
+from mcpq.shared.protocol import LEGACY_TASKS_VERSION
+from mcpq.shared.tools import Tool
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """MRTR before a task: the questions a tool declares with ``ask_first`` are answered through
 ``input_required`` rounds of ``tools/call`` before any task exists. The answers gathered so far
-travel inside the sealed ``requestState`` (``frontend.calls.state``): no server memory is
+travel inside the sealed ``requestState`` (``mcpq.frontend.calls.state``): no server memory is
 needed between rounds, and any replica serves the next one."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from frontend.calls.state import Gathering, StateSeal
-from frontend.jsonrpc import RpcRequest
-from frontend.services import Services
-from shared import answers
-from shared.errors import MISSING_CAPABILITY, McpError
-from shared.tools import InputRequest, missing_capabilities
-from shared.wire import InputRequiredResult
+from mcpq.frontend.calls.state import Gathering, StateSeal
+from mcpq.frontend.jsonrpc import RpcRequest
+from mcpq.frontend.services import Services
+from mcpq.shared import answers
+from mcpq.shared.errors import MISSING_CAPABILITY, McpError
+from mcpq.shared.tools import InputRequest, missing_capabilities
+from mcpq.shared.wire import InputRequiredResult
 
 
 def require_capabilities(rpc: RpcRequest, requests: dict[str, InputRequest]) -> None:
@@ -50,6 +50,6 @@ def gather(
         return Gathering(collected, state.once if state is not None else None)
     require_capabilities(seal.rpc, missing)
     # A random id makes the state single-use: the create it leads to marks it used, in the
-    # same script (shared.store Admission), so a replay creates no second task.
+    # same script (mcpq.shared.store Admission), so a replay creates no second task.
     token = seal.gathering(collected, secrets.token_urlsafe(16))
     return InputRequiredResult(input_requests=missing, request_state=token)

@@ -5,27 +5,27 @@
                                                    ├─ a task ───────────────► TaskService.create
                                                    └─ synchronous ──────────► sync.start
 
-The params are read and checked once (``frontend.params``), the gate decides whether the caller
-may call the tool and as what (``frontend.calls.gate``: lookup, authorization, rate, the wire's
+The params are read and checked once (``mcpq.frontend.params``), the gate decides whether the caller
+may call the tool and as what (``mcpq.frontend.calls.gate``: lookup, authorization, rate, the wire's
 decision table), the arguments are validated against the tool's schema (a tool error the model can
 correct, not -32602), then the sealed ``requestState`` says which retry this is
-(``frontend.calls.state``). Only this module chooses a path; each path is one module.
+(``mcpq.frontend.calls.state``). Only this module chooses a path; each path is one module.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from frontend import params
-from frontend.calls import gate, mrtr, sync
-from frontend.calls.state import RunningCall, StateSeal
-from frontend.jsonrpc import RpcRequest
-from frontend.services import REQUEST_ID, Services
-from frontend.streams import StreamReply
-from frontend.task_service import Once
-from shared.results import error_result
-from shared.tools import ArgumentsInvalid
-from shared.wire import InputRequiredResult, Result, created_task
+from mcpq.frontend import params
+from mcpq.frontend.calls import gate, mrtr, sync
+from mcpq.frontend.calls.state import RunningCall, StateSeal
+from mcpq.frontend.jsonrpc import RpcRequest
+from mcpq.frontend.services import REQUEST_ID, Services
+from mcpq.frontend.streams import StreamReply
+from mcpq.frontend.task_service import Once
+from mcpq.shared.results import error_result
+from mcpq.shared.tools import ArgumentsInvalid
+from mcpq.shared.wire import InputRequiredResult, Result, created_task
 
 
 async def call_tool(services: Services, rpc: RpcRequest) -> Result | StreamReply:

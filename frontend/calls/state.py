@@ -7,7 +7,7 @@
   carries the hidden task's own secret id (never its ref, which Flower and the logs show), and
   expires with that task.
 
-Both are sealed by :class:`shared.request_state.RequestStateSigner` (AES-GCM, bound to the
+Both are sealed by :class:`mcpq.shared.request_state.RequestStateSigner` (AES-GCM, bound to the
 principal, the method, the tool, a digest of the validated arguments and an expiry); this module
 is the only one that builds or reads what is inside.
 """
@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from frontend.jsonrpc import RpcRequest
-from frontend.task_service import Once
-from shared.errors import invalid_params
-from shared.request_state import InvalidRequestState, RequestStateSigner
-from shared.tools import Tool
+from mcpq.frontend.jsonrpc import RpcRequest
+from mcpq.frontend.task_service import Once
+from mcpq.shared.errors import invalid_params
+from mcpq.shared.request_state import InvalidRequestState, RequestStateSigner
+from mcpq.shared.tools import Tool
 
 #: The ``kind`` inside a sealed state (the wire names of states already handed out).
 _GATHERING, _RUNNING = "pre", "sync"

@@ -4,7 +4,7 @@ The call still runs on a worker, as a hidden task; the web tier follows it (``fr
 the task's pub/sub channel, never blocking the event loop), on an SSE stream when the client takes
 one, else for one JSON reply bounded by ``MCPQ_SYNC_TIMEOUT_S``. A tool that asks for input
 mid-run turns into MRTR (2026-07-28): ``input_required`` with a sealed ``requestState`` naming the
-hidden task (``frontend.calls.state.RunningCall``), and the retry's answers are delivered to it
+hidden task (``mcpq.frontend.calls.state.RunningCall``), and the retry's answers are delivered to it
 (:func:`resume`); a 2025-era stream asks the client directly instead.
 """
 
@@ -13,15 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from frontend.calls.mrtr import require_capabilities
-from frontend.calls.state import RunningCall, StateSeal
-from frontend.services import DISCONNECTED, REQUEST_ID, Services
-from frontend.streams import Follow, StreamReply, follow, settle
-from frontend.task_service import Once
-from shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params
-from shared.request_state import arguments_digest
-from shared.store import Reply
-from shared.wire import InputRequiredResult, Result, call_outcome
+from mcpq.frontend.calls.mrtr import require_capabilities
+from mcpq.frontend.calls.state import RunningCall, StateSeal
+from mcpq.frontend.services import DISCONNECTED, REQUEST_ID, Services
+from mcpq.frontend.streams import Follow, StreamReply, follow, settle
+from mcpq.frontend.task_service import Once
+from mcpq.shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params
+from mcpq.shared.request_state import arguments_digest
+from mcpq.shared.store import Reply
+from mcpq.shared.wire import InputRequiredResult, Result, call_outcome
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ async def resume(
 
 
 async def _follow(services: Services, seal: StateSeal, hidden: Hidden) -> Result | StreamReply:
-    """Follow the hidden task to its end (``frontend.streams``): on an SSE stream when the
+    """Follow the hidden task to its end (``mcpq.frontend.streams``): on an SSE stream when the
     client takes one (progress, keep-alives, input requests on a 2025-era session; bounded by
     ``MCPQ_STREAM_MAX_S``), else as one JSON reply bounded by ``MCPQ_SYNC_TIMEOUT_S``."""
     rpc, tasks = seal.rpc, services.tasks

@@ -1,8 +1,8 @@
 """The methods only a 2025-era session has: ``initialize``'s result, ``ping`` and, from
 2025-11-25, the SEP-1686 tasks wire (``tasks/get``, ``tasks/result``, ``tasks/list``,
 ``tasks/cancel``), all on the tasks the 2026-07-28 methods serve. The task's view on this wire is
-:class:`shared.wire.LegacyTask`. (``tools/list`` and ``tools/call`` serve both wires:
-``frontend.methods.tools``, ``frontend.calls``.)
+:class:`mcpq.shared.wire.LegacyTask`. (``tools/list`` and ``tools/call`` serve both wires:
+``mcpq.frontend.methods.tools``, ``mcpq.frontend.calls``.)
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import binascii
 from collections.abc import Callable
 from typing import Any
 
-from frontend import params
-from frontend.jsonrpc import RpcRequest
-from frontend.services import Services
-from frontend.streams import Follow, StreamReply, follow, settle
-from shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params
-from shared.protocol import LEGACY_TASKS_VERSION, META_RELATED_TASK
-from shared.store import Position, Reply, TaskRecord, TaskStatus
-from shared.wire import (
+from mcpq.frontend import params
+from mcpq.frontend.jsonrpc import RpcRequest
+from mcpq.frontend.services import Services
+from mcpq.frontend.streams import Follow, StreamReply, follow, settle
+from mcpq.shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params
+from mcpq.shared.protocol import LEGACY_TASKS_VERSION, META_RELATED_TASK
+from mcpq.shared.store import Position, Reply, TaskRecord, TaskStatus
+from mcpq.shared.wire import (
     Ack,
     CallToolResult,
     Initialized,

@@ -5,7 +5,7 @@ Telling the eras apart (``is_legacy``): a body with the 2026-07-28 ``_meta`` env
 as today whatever else it carries; otherwise ``initialize``, an ``Mcp-Session-Id`` header, a
 JSON-RPC response, or a 2025 ``MCP-Protocol-Version`` header make it a 2025-era message.
 
-Sessions live in Redis (``shared.store.sessions``), so any replica serves any session: an
+Sessions live in Redis (``mcpq.shared.store.sessions``), so any replica serves any session: an
 unknown or expired one is HTTP 404 (the client starts over with ``initialize``); ``DELETE`` ends
 one. JSON-RPC errors go out with HTTP 200, as 2025-era clients expect (their transports treat a
 4xx as a broken connection, not as an answer).
@@ -18,15 +18,15 @@ import logging
 import secrets
 from typing import Any
 
-from frontend import jsonrpc, methods, replies, streams
-from frontend.http_messages import HttpReply, HttpRequest
-from frontend.jsonrpc import RequestError, RpcRequest
-from frontend.legacy.methods import initialized
-from frontend.services import DISCONNECTED, REQUEST_ID, Services
-from frontend.streams import StreamReply
-from shared import jsonutil
-from shared.bounds import LimitExceeded, check_bytes
-from shared.errors import (
+from mcpq.frontend import jsonrpc, methods, replies, streams
+from mcpq.frontend.http_messages import HttpReply, HttpRequest
+from mcpq.frontend.jsonrpc import RequestError, RpcRequest
+from mcpq.frontend.legacy.methods import initialized
+from mcpq.frontend.services import DISCONNECTED, REQUEST_ID, Services
+from mcpq.frontend.streams import StreamReply
+from mcpq.shared import jsonutil
+from mcpq.shared.bounds import LimitExceeded, check_bytes
+from mcpq.shared.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -34,14 +34,14 @@ from shared.errors import (
     internal_error,
     new_error_id,
 )
-from shared.protocol import (
+from mcpq.shared.protocol import (
     LEGACY_LATEST,
     LEGACY_TASKS_VERSION,
     LEGACY_VERSIONS,
     META_PROTOCOL_VERSION,
 )
-from shared.store import Session, task_ref
-from shared.wire import LegacyTask, legacy_dump
+from mcpq.shared.store import Session, task_ref
+from mcpq.shared.wire import LegacyTask, legacy_dump
 
 log = logging.getLogger("mcpq.web")
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from frontend.calls import call_tool
-from frontend.jsonrpc import RpcRequest
-from frontend.legacy import methods as legacy
-from frontend.methods import discover, subscriptions, tasks, tools
-from frontend.services import Services
-from frontend.streams import StreamReply
-from shared.protocol import LEGACY_TASKS_VERSION, LEGACY_VERSIONS, PROTOCOL_VERSION
-from shared.wire import Result
+from mcpq.frontend.calls import call_tool
+from mcpq.frontend.jsonrpc import RpcRequest
+from mcpq.frontend.legacy import methods as legacy
+from mcpq.frontend.methods import discover, subscriptions, tasks, tools
+from mcpq.frontend.services import Services
+from mcpq.frontend.streams import StreamReply
+from mcpq.shared.protocol import LEGACY_TASKS_VERSION, LEGACY_VERSIONS, PROTOCOL_VERSION
+from mcpq.shared.wire import Result
 
 Handler = Callable[[Services, RpcRequest], Awaitable[Result | StreamReply]]
 

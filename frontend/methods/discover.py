@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from frontend.jsonrpc import RpcRequest
-from frontend.services import Services
-from shared.protocol import SUPPORTED_VERSIONS, TASKS_EXTENSION
-from shared.wire import Discovery
+from mcpq.frontend.jsonrpc import RpcRequest
+from mcpq.frontend.services import Services
+from mcpq.shared.protocol import SUPPORTED_VERSIONS, TASKS_EXTENSION
+from mcpq.shared.wire import Discovery
 
 
 async def discover(services: Services, rpc: RpcRequest) -> Discovery:

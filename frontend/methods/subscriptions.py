@@ -10,18 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from frontend import params, replies
-from frontend.jsonrpc import RpcRequest
-from frontend.services import DISCONNECTED, Services
-from frontend.streams import StreamReply, watch_stream
-from shared.errors import (
+from mcpq.frontend import params, replies
+from mcpq.frontend.jsonrpc import RpcRequest
+from mcpq.frontend.services import DISCONNECTED, Services
+from mcpq.frontend.streams import StreamReply, watch_stream
+from mcpq.shared.errors import (
     INVALID_PARAMS,
     McpError,
     TaskNotFound,
     missing_tasks_capability,
 )
-from shared.protocol import META_SUBSCRIPTION_ID
-from shared.wire import Task
+from mcpq.shared.protocol import META_SUBSCRIPTION_ID
+from mcpq.shared.wire import Task
 
 
 async def listen(services: Services, rpc: RpcRequest) -> StreamReply:

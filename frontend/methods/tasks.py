@@ -7,12 +7,12 @@ another principal's task reads exactly alike (-32602).
 
 from __future__ import annotations
 
-from frontend import params
-from frontend.jsonrpc import RpcRequest
-from frontend.services import REQUEST_ID, Services
-from shared.errors import TaskNotFound, missing_tasks_capability
-from shared.store import Reply
-from shared.wire import Ack, Task
+from mcpq.frontend import params
+from mcpq.frontend.jsonrpc import RpcRequest
+from mcpq.frontend.services import REQUEST_ID, Services
+from mcpq.shared.errors import TaskNotFound, missing_tasks_capability
+from mcpq.shared.store import Reply
+from mcpq.shared.wire import Ack, Task
 
 
 def _gate(rpc: RpcRequest) -> None:

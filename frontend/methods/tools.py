@@ -1,14 +1,14 @@
-"""``tools/list``, on both wires. (``tools/call`` is ``frontend.calls``.)
+"""``tools/list``, on both wires. (``tools/call`` is ``mcpq.frontend.calls``.)
 
 A 2025-11-25 session also learns each tool's task support (``execution.taskSupport``); a
 2026-07-28 client reads the same from the tool's own listing, and the list's caching hints."""
 
 from __future__ import annotations
 
-from frontend.jsonrpc import RpcRequest
-from frontend.services import Services
-from shared.protocol import LEGACY_TASKS_VERSION
-from shared.wire import LegacyToolsList, Result, ToolsList
+from mcpq.frontend.jsonrpc import RpcRequest
+from mcpq.frontend.services import Services
+from mcpq.shared.protocol import LEGACY_TASKS_VERSION
+from mcpq.shared.wire import LegacyToolsList, Result, ToolsList
 
 _TASK_SUPPORT = {"never": "forbidden", "optional": "optional", "required": "required"}
 

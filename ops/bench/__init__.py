@@ -1,10 +1,10 @@
-"""Benchmarks that run a private mcpq stack of their own (``ops.stack.Stack``: redis-server on a
-free loopback port, web, Celery workers; every process in its own group, stopped by pid), driven
-through ``ops.mcp_client.McpClient``.
+"""Benchmarks that run a private mcpq stack of their own (``ops.harness.stack.Stack``: redis-server
+on a free loopback port, web, Celery workers; every process in its own group, stopped by pid),
+driven through ``mcpq.ops.harness.mcp_client.McpClient``.
 
-- ``python -m ops.bench.throughput``: created/s, completed/s, end-to-end and ``tasks/get``
+- ``python -m mcpq.ops.bench.throughput``: created/s, completed/s, end-to-end and ``tasks/get``
   latency, PSS of every server process and Redis commands per task, 1 and 20 clients.
-- ``python -m ops.bench.pools``: throughput of a worker pool with one worker process, then two.
+- ``python -m mcpq.ops.bench.pools``: throughput of a worker pool with one worker process, then two.
 - ``python -m ops.bench.recovery --runs 5``: SIGKILL the worker running a task, N times; how long
   until another worker resumes it, and that nothing is lost or done twice.
 - ``python -m ops.bench.soak --seconds N``: a deployment under mixed traffic on both wires while
@@ -12,17 +12,17 @@ through ``ops.mcp_client.McpClient``.
   stuck, wrong, asked twice or done twice (``soak_*``: its deployment and faults, clients,
   wires, record and checks).
 - ``python -m ops.bench.answer_latency``: from ``tasks/update`` to the waiting tool's resumption.
-- ``python -m ops.bench.principals``: another principal's ``tasks/get`` latency while one
+- ``python -m mcpq.ops.bench.principals``: another principal's ``tasks/get`` latency while one
   principal floods past its creation rate; Redis memory under maximum-size creates.
-- ``python -m ops.bench.capacity``: tasks/s and CPU per task of one web process and of one
+- ``python -m mcpq.ops.bench.capacity``: tasks/s and CPU per task of one web process and of one
   worker process per pool kind; Redis (and RabbitMQ) CPU, command time and commands per task;
   a 3-primary Redis Cluster's split; the sizing derived from them.
 
-The throughput benchmark's load generator and result are ``ops.bench.loadgen`` (its MCP calls
+The throughput benchmark's load generator and result are ``mcpq.ops.bench.loadgen`` (its MCP calls
 ``ops.bench.load``, its Redis costs per task ``ops.bench.costs``), its peer ``ops.bench.peer``,
-the PSS of process trees ``ops.bench.memory``, the CPU time of process trees and Redis servers
-``ops.bench.cpu``.
+the PSS of process trees ``mcpq.ops.bench.memory``, the CPU time of process trees and Redis servers
+``mcpq.ops.bench.cpu``.
 
-Their tools live in one tool module, ``ops.bench.bench_tools``, which their stacks load through
+Their tools live in one tool module, ``mcpq.ops.bench.bench_tools``, which their stacks load through
 ``MCPQ_TOOLS``; the benchmark modules themselves are never imported by the stack.
 """

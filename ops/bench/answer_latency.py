@@ -1,10 +1,10 @@
 """Answer latency: how long from ``tasks/update`` until the waiting tool has its answer?
 
-``python -m ops.bench.answer_latency --tasks 50`` (from the repository root) starts a private
-stack (``ops.stack.Stack``: redis-server on a free port, one ``mcpq web``, one Celery prefork
-worker) and, one task at a time, calls ``bench_answer`` (``ops.bench.bench_tools``: it elicits
-once and returns the wall-clock time at which its ``ctx.elicit`` returned). When the task shows
-``input_required`` the benchmark sends ``tasks/update`` and reads, from the completed result,
+``python -m mcpq.ops.bench.answer_latency --tasks 50`` (from the repository root) starts a private
+stack (``ops.harness.stack.Stack``: redis-server on a free port, one ``mcpq web``, one Celery
+prefork worker) and, one task at a time, calls ``bench_answer`` (``mcpq.ops.bench.bench_tools``: it
+elicits once and returns the wall-clock time at which its ``ctx.elicit`` returned). When the task
+shows ``input_required`` the benchmark sends ``tasks/update`` and reads, from the completed result,
 when the tool got the answer. It prints p50 / p95 / max of update-sent → tool-resumed and of the
 ``tasks/update`` round trip itself.
 The worker is still holding its slot (the answer arrives well inside ``MCPQ_INPUT_HOLD_S``), so
@@ -24,11 +24,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ops.bench.bench_tools import ANSWER, MODULE
-from ops.mcp_client import McpClient, UnexpectedReply
-from ops.processes import wait_until
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS
+from mcpq.ops.bench.bench_tools import ANSWER, MODULE
+from mcpq.ops.harness.mcp_client import McpClient, UnexpectedReply
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.settings import DEFAULT_TOOLS
 
 TOOL = ANSWER
 TOOLS = f"{DEFAULT_TOOLS},{MODULE}"
@@ -96,7 +96,9 @@ def run(tasks: int, workdir: Path) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ops.bench.answer_latency", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m mcpq.ops.bench.answer_latency", description=__doc__
+    )
     parser.add_argument("--tasks", type=int, default=50, help="tasks to measure (default 50)")
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="mcpq-bench-answer-"))

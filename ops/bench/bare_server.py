@@ -1,4 +1,4 @@
-"""The bare server of ``ops.bench.floor``: ``POST /mcp`` answering the load generator's
+"""The bare server of ``mcpq.ops.bench.floor``: ``POST /mcp`` answering the load generator's
 ``tools/call`` and ``tasks/get`` with one Redis script each, and nothing else, on the parts mcpq's
 web is made of (Falcon's ASGI app, served by gunicorn with uvicorn's worker; redis-py on hiredis).
 
@@ -64,7 +64,7 @@ class _BareMcp:
 
 
 def create_app() -> falcon.asgi.App[Any, Any]:
-    """The bare server's app (gunicorn: ``ops.bench.bare_server:create_app()``)."""
+    """The bare server's app (gunicorn: ``mcpq.ops.bench.bare_server:create_app()``)."""
     app = falcon.asgi.App()
     app.add_route("/mcp", _BareMcp(os.environ["REDIS_URL"]))
     return app

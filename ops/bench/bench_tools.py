@@ -12,9 +12,9 @@ import hashlib
 import os
 import time
 
-from shared.tools import ToolContext, tool
+from mcpq import ToolContext, tool
 
-MODULE = "ops.bench.bench_tools"
+MODULE = "mcpq.ops.bench.bench_tools"
 BULK_QUEUE = "bulk"
 SLEEP = "bench_sleep"
 EFFECT = "bench_effect"

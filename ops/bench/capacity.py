@@ -1,11 +1,11 @@
-"""Capacity planning, measured: ``python -m ops.bench.capacity [--json] [--quick]``.
+"""Capacity planning, measured: ``python -m mcpq.ops.bench.capacity [--json] [--quick]``.
 
 What one process of each kind does, and what one task costs Redis (and RabbitMQ), each measured
-on a private stack of its own (``ops.stack.Stack``: redis-server on a free loopback port, never
-the shared one), with the no-op tool (``slow_compute seconds=0``):
+on a private stack of its own (``ops.harness.stack.Stack``: redis-server on a free loopback port,
+never the shared one), with the no-op tool (``slow_compute seconds=0``):
 
 1. **web**: tasks created per second by one web process (``mcpq web``, ``WEB_CONCURRENCY=1``,
-   no worker), driven by the load generator of ``ops.bench.loadgen`` in ``--procs`` processes;
+   no worker), driven by the load generator of ``mcpq.ops.bench.loadgen`` in ``--procs`` processes;
    and the web process's CPU time per task (its busy share says whether it was the limit).
 2. **workers**: a backlog of tasks created first, then one ``mcpq worker`` process started, once
    with the io pool (the default) and once with the cpu pool (``--pool cpu``), each with its
@@ -16,7 +16,7 @@ the shared one), with the no-op tool (``slow_compute seconds=0``):
    used_cpu_sys + used_cpu_user) and command time (``INFO commandstats`` usec) over that,
    less the idle deployment's rate measured just before, divided by the tasks; hence the tasks/s
    at which one Redis core saturates. Then, separately (``MONITOR`` costs Redis CPU itself),
-   the commands and round trips per task (``ops.bench.costs.per_task_costs``).
+   the commands and round trips per task (``mcpq.ops.bench.costs.per_task_costs``).
 4. the same with **RabbitMQ as broker** (a vhost of its own on the machine's RabbitMQ,
    ``mcpq-bench-<hex>``, deleted after; never ``/``), plus RabbitMQ's own CPU per task from its
    Erlang VM's ``/proc`` times, less an idle baseline measured just before and just after (it
@@ -30,10 +30,10 @@ Prints a table (measured, then the sizing derived from it for 100, 1,000 and 10,
 ``--json`` prints one object. ``--quick`` is a small run for development and the smoke test:
 its numbers mean little.
 
-This module is the run and its command line. The measurements are ``ops.bench.capacity_rates``
-(1, 2) and ``ops.bench.capacity_redis`` (3 to 5), on stacks driven by
-``ops.bench.capacity_stacks``; the results and the sizing derived from them are
-``ops.bench.capacity_report``'s.
+This module is the run and its command line. The measurements are ``mcpq.ops.bench.capacity_rates``
+(1, 2) and ``mcpq.ops.bench.capacity_redis`` (3 to 5), on stacks driven by
+``mcpq.ops.bench.capacity_stacks``; the results and the sizing derived from them are
+``mcpq.ops.bench.capacity_report``'s.
 """
 
 from __future__ import annotations
@@ -49,13 +49,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ops import rabbitmq
-from ops.bench.capacity_rates import measure_web, measure_worker
-from ops.bench.capacity_redis import measure_cluster, measure_redis
-from ops.bench.capacity_report import Capacity, Plan
-from ops.bench.loadgen import steal_s
-from ops.redis_binary import choose_redis_server
-from ops.redis_cluster import cluster_binaries
+from mcpq.ops.bench.capacity_rates import measure_web, measure_worker
+from mcpq.ops.bench.capacity_redis import measure_cluster, measure_redis
+from mcpq.ops.bench.capacity_report import Capacity, Plan
+from mcpq.ops.bench.loadgen import steal_s
+from mcpq.ops.harness import rabbitmq
+from mcpq.ops.harness.redis_cluster import cluster_binaries
+from mcpq.ops.runtime.redis_binary import choose_redis_server
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ def _redis_version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m ops.bench.capacity",
+        prog="python -m mcpq.ops.bench.capacity",
         description="Capacity per process and Redis cost per task, measured on private stacks.",
     )
     parser.add_argument("--quick", action="store_true", help="a small run (numbers mean little)")

@@ -1,6 +1,6 @@
 """What one process of each kind does, each on a private stack of its own: tasks created per
 second by one web process, tasks drained per second by one worker process of each pool kind,
-and the CPU time per task of each (``python -m ops.bench.capacity``, measurements 1 and 2)."""
+and the CPU time per task of each (``python -m mcpq.ops.bench.capacity``, measurements 1 and 2)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
 
-from ops.bench.capacity_report import Plan, Rate
-from ops.bench.capacity_stacks import (
+from mcpq.ops.bench.capacity_report import Plan, Rate
+from mcpq.ops.bench.capacity_stacks import (
     COUNTED,
     QUIET,
     completed,
@@ -21,12 +21,12 @@ from ops.bench.capacity_stacks import (
     start_worker,
     wait_completed,
 )
-from ops.bench.cpu import tree_cpu_seconds
-from ops.bench.load import Load
-from ops.bench.loadgen import spread
-from ops.processes import wait_until
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS
+from mcpq.ops.bench.cpu import tree_cpu_seconds
+from mcpq.ops.bench.load import Load
+from mcpq.ops.bench.loadgen import spread
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.settings import DEFAULT_TOOLS
 
 
 # -- 1. one web process -------------------------------------------------------------------------

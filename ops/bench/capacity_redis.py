@@ -1,7 +1,7 @@
 """What one task costs Redis (and RabbitMQ), each on a private stack of its own: Redis's CPU
 and command time per task with the store as broker, then with RabbitMQ as broker (RabbitMQ's
 own CPU per task too), and each primary's share on a Redis Cluster (``python -m
-ops.bench.capacity``, measurements 3 to 5)."""
+mcpq.ops.bench.capacity``, measurements 3 to 5)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from pathlib import Path
 
 import redis
 
-from ops import rabbitmq
-from ops.bench.capacity_report import ClusterCost, Plan, RedisCost
-from ops.bench.capacity_stacks import (
+from mcpq.ops.bench.capacity_report import ClusterCost, Plan, RedisCost
+from mcpq.ops.bench.capacity_stacks import (
     COUNTED,
     QUIET,
     create_many,
@@ -21,13 +20,14 @@ from ops.bench.capacity_stacks import (
     start_worker,
     wait_completed,
 )
-from ops.bench.costs import per_task_costs
-from ops.bench.cpu import RedisDelta, idle_delta, read_redis, redis_delta, tree_cpu_seconds
-from ops.bench.load import Load
-from ops.redis_binary import RedisProcess
-from ops.redis_cluster import LocalCluster
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS
+from mcpq.ops.bench.costs import per_task_costs
+from mcpq.ops.bench.cpu import RedisDelta, idle_delta, read_redis, redis_delta, tree_cpu_seconds
+from mcpq.ops.bench.load import Load
+from mcpq.ops.harness import rabbitmq
+from mcpq.ops.harness.redis_cluster import LocalCluster
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.redis_binary import RedisProcess
+from mcpq.shared.settings import DEFAULT_TOOLS
 
 CLUSTER_PRIMARIES, CLUSTER_SHARDS = 3, 6
 

@@ -1,4 +1,4 @@
-"""The results of ``python -m ops.bench.capacity`` and the sizing derived from them: what is
+"""The results of ``python -m mcpq.ops.bench.capacity`` and the sizing derived from them: what is
 measured (rates, CPU time per task, Redis cost) and the table and plan it prints."""
 
 from __future__ import annotations

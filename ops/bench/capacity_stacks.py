@@ -7,10 +7,10 @@ import asyncio
 from functools import partial
 from typing import Any
 
-from ops.bench.load import TOOL, Load
-from ops.bench.rawhttp import RawClient
-from ops.processes import wait_until
-from ops.stack import Stack
+from mcpq.ops.bench.load import TOOL, Load
+from mcpq.ops.bench.rawhttp import RawClient
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
 
 QUIET = {"MCPQ_LOG_LEVEL": "WARNING"}
 #: Where completions are counted to time a rate (the store's counters, which processes write

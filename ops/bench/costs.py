@@ -13,9 +13,9 @@ from typing import Any
 
 import redis
 
-from ops.bench.load import Load
-from ops.bench.rawhttp import RawClient
-from shared.store import Keys
+from mcpq.ops.bench.load import Load
+from mcpq.ops.bench.rawhttp import RawClient
+from mcpq.shared.store import Keys
 
 
 @dataclass
@@ -103,7 +103,7 @@ async def per_task_costs(load: Load, tasks: int, redis_url: str) -> Costs:
     async with RawClient(load.url) as http:
         # Warm, as the burst will: a task run to its end over each of 10 connections, so every
         # server process has its connections and caches, and a fresh anchor of Redis's clock
-        # (a TIME each 30 s, ``shared.store.clock``: not a cost of the tasks measured next).
+        # (a TIME each 30 s, ``mcpq.shared.store.clock``: not a cost of the tasks measured next).
         await asyncio.gather(*(_one_run(load) for _ in range(10)))
         await asyncio.sleep(1.0)
         await asyncio.to_thread(monitor.count, 2.0)

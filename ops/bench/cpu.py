@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from ops.bench.memory import process_tree
+from mcpq.ops.bench.memory import process_tree
 
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 

@@ -1,6 +1,6 @@
-"""The host's floor under the end-to-end latency: ``python -m ops.bench.floor``.
+"""The host's floor under the end-to-end latency: ``python -m mcpq.ops.bench.floor``.
 
-``ops.bench.throughput``'s 1-client phase (``tools/call`` sent → ``completed`` seen, polling
+``mcpq.ops.bench.throughput``'s 1-client phase (``tools/call`` sent → ``completed`` seen, polling
 every 2 ms) against mcpq and, in alternating rounds of the same run, against a **bare server**
 built of the same parts: Falcon's ASGI app under gunicorn with uvicorn's worker (httptools,
 uvloop), one Redis script per request (redis-py on hiredis) on a private redis-server. It does
@@ -34,12 +34,12 @@ from typing import Any
 
 import redis
 
-from ops.bench.load import Load
-from ops.bench.loadgen import EndToEnd, Target, end_to_end, percentile, steal_s
-from ops.bench.throughput import mcpq_target
-from ops.processes import free_port, listening, wait_until
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS
+from mcpq.ops.bench.load import Load
+from mcpq.ops.bench.loadgen import EndToEnd, Target, end_to_end, percentile, steal_s
+from mcpq.ops.bench.throughput import mcpq_target
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import free_port, listening, wait_until
+from mcpq.shared.settings import DEFAULT_TOOLS
 
 #: What a script's run is in ``INFO commandstats`` (the check that the bare server used Redis).
 SCRIPT_COMMANDS = ("evalsha", "eval")
@@ -54,7 +54,7 @@ def bare_target(workdir: Path) -> Iterator[Target]:
         port = free_port()
         worker_class = "uvicorn_worker.UvicornWorker"  # httptools and uvloop, as mcpq's web
         argv = [sys.executable, "-m", "gunicorn", "-w", "1", "-k", worker_class]
-        argv += ["-b", f"127.0.0.1:{port}", "ops.bench.bare_server:create_app()"]
+        argv += ["-b", f"127.0.0.1:{port}", "mcpq.ops.bench.bare_server:create_app()"]
         server = stack.spawn("bare-web", argv)
         wait_until(lambda: listening(port), timeout=60, interval=0.2, message="the bare server")
         yield Target(stack, f"http://127.0.0.1:{port}/mcp", [server])
@@ -153,7 +153,7 @@ def measure(mcpq: Target, bare: Target, tasks: int, rounds: int) -> Floor:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m ops.bench.floor", description=(__doc__ or "").split("\n\n")[0]
+        prog="python -m mcpq.ops.bench.floor", description=(__doc__ or "").split("\n\n")[0]
     )
     parser.add_argument("--tasks", type=int, default=500, help="tasks per round (500)")
     parser.add_argument("--rounds", type=int, default=4, help="rounds on each deployment (4)")

@@ -1,6 +1,6 @@
 """The load's MCP calls (2026-07-28 wire, the Tasks extension declared): create a task of the
-no-op tool, read it, poll it to its end. Shared by the load generator (``ops.bench.loadgen``),
-the Redis cost count (``ops.bench.costs``) and the benchmarks that drive a stack themselves."""
+no-op tool, read it, poll it to its end. Shared by the load generator (``mcpq.ops.bench.loadgen``),
+the Redis cost count (``mcpq.ops.bench.costs``) and the benchmarks that drive a stack themselves."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from ops.bench.rawhttp import HttpError, RawClient
-from shared.protocol import PROTOCOL_VERSION, TASKS_EXTENSION
+from mcpq.ops.bench.rawhttp import HttpError, RawClient
+from mcpq.shared.protocol import PROTOCOL_VERSION, TASKS_EXTENSION
 
 TOOL, ARGS = "slow_compute", {"seconds": 0}
 Http = httpx.AsyncClient | RawClient  # the benchmark's own client, or httpx where it is no load

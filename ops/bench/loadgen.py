@@ -1,7 +1,7 @@
-"""The benchmarks' load generator: MCP clients (``ops.bench.load``) on asyncio HTTP
+"""The benchmarks' load generator: MCP clients (``mcpq.ops.bench.load``) on asyncio HTTP
 connections, spread over processes, and what one measuring run reports (``Result``,
-``measure``; the Redis costs per task come from ``ops.bench.costs``). Used by
-``ops.bench.throughput`` against mcpq and its peer, both up at once and measured phase by phase
+``measure``; the Redis costs per task come from ``mcpq.ops.bench.costs``). Used by
+``mcpq.ops.bench.throughput`` against mcpq and its peer, both up at once and measured phase by phase
 in turn."""
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from typing import Any
 
 import uvloop
 
-from ops.bench.costs import Costs, per_task_costs
-from ops.bench.load import Load
-from ops.bench.memory import process_tree, pss_mib
-from ops.bench.rawhttp import RawClient
-from ops.children import Child
-from ops.stack import Stack
+from mcpq.ops.bench.costs import Costs, per_task_costs
+from mcpq.ops.bench.load import Load
+from mcpq.ops.bench.memory import process_tree, pss_mib
+from mcpq.ops.bench.rawhttp import RawClient
+from mcpq.ops.harness.children import Child
+from mcpq.ops.harness.stack import Stack
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The peer of ``ops.bench.throughput --peer``: fastmcp-tasks (FastMCP on Docket/Redis, the
+"""The peer of ``mcpq.ops.bench.throughput --peer``: fastmcp-tasks (FastMCP on Docket/Redis, the
 best operational peer), installed into a cached venv and deployed as its README does."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ops.bench.loadgen import Target
-from ops.children import REPO
-from ops.processes import free_port, listening, wait_until
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS
+from mcpq.ops.bench.loadgen import Target
+from mcpq.ops.harness.children import REPO
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import free_port, listening, wait_until
+from mcpq.shared.settings import DEFAULT_TOOLS
 
 PEER_VERSION = "4.1.4"
 PEER_VENV = REPO / ".cache" / "peer-venv"

@@ -1,9 +1,9 @@
 """Throughput of a worker pool with one worker process, then two: ``python -m ops.bench.pools``.
 
-Starts a private stack (``ops.stack.Stack``: a redis-server on a free loopback port, never the
-shared one, and ``mcpq web``) and ``mcpq worker --queues bulk --concurrency 1`` nodes, exactly as
-the Procfile's ``worker_bulk`` formation runs them. It creates ``--tasks`` tasks of
-``bench_sleep`` (``ops.bench.bench_tools``, on the ``bulk`` queue; it sleeps ``--seconds``)
+Starts a private stack (``ops.harness.stack.Stack``: a redis-server on a free loopback port, never
+the shared one, and ``mcpq web``) and ``mcpq worker --queues bulk --concurrency 1`` nodes, exactly
+as the Procfile's ``worker_bulk`` formation runs them. It creates ``--tasks`` tasks of
+``bench_sleep`` (``mcpq.ops.bench.bench_tools``, on the ``bulk`` queue; it sleeps ``--seconds``)
 through ``POST /mcp`` and measures tasks completed per second, from the first create to the last
 completion (read from the deployment's task counters, ``TaskStore.stats``), first with one worker
 process, then with a second one added. Prints both rates and their ratio; with ``--json``, one
@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ops.bench.bench_tools import BULK_QUEUE, MODULE, SLEEP
-from ops.mcp_client import McpClient
-from ops.processes import wait_until
-from ops.stack import Stack
+from mcpq.ops.bench.bench_tools import BULK_QUEUE, MODULE, SLEEP
+from mcpq.ops.harness.mcp_client import McpClient
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
 
 TOOL = SLEEP
 
@@ -122,7 +122,7 @@ def run(tasks: int, seconds: float, workdir: Path) -> Result:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m ops.bench.pools",
+        prog="python -m mcpq.ops.bench.pools",
         description="Bulk-pool throughput with one worker process vs two (concurrency 1 each).",
     )
     parser.add_argument("--tasks", type=int, default=40, help="tasks per measurement (default 40)")

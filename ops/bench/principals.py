@@ -1,7 +1,7 @@
 """Principals under pressure: does one client's flood reach the others, and is Redis bounded?
 
-``python -m ops.bench.principals`` (from the repository root) starts a private stack
-(``ops.stack.Stack``: redis-server, one ``mcpq web``, one Celery worker) with API-key
+``python -m mcpq.ops.bench.principals`` (from the repository root) starts a private stack
+(``mcpq.ops.harness.stack.Stack``: redis-server, one ``mcpq web``, one Celery worker) with API-key
 authentication and the default per-principal limits, then measures in one run:
 
 1. **Fairness.** A calm principal polls ``tasks/get`` of its own task from 4 threads for
@@ -37,11 +37,11 @@ from pathlib import Path
 
 import redis
 
-from ops.mcp_client import McpClient
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS, Settings
-from shared.store import Keys
-from shared.store.api_keys import ApiKeys
+from mcpq.ops.harness.mcp_client import McpClient
+from mcpq.ops.harness.stack import Stack
+from mcpq.shared.settings import DEFAULT_TOOLS, Settings
+from mcpq.shared.store import Keys
+from mcpq.shared.store.api_keys import ApiKeys
 
 LIMITS = Settings()  # the defaults under test
 
@@ -233,7 +233,9 @@ def _memory(admin: redis.Redis, url: str, token: str, big: int) -> tuple[int, in
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ops.bench.principals", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m mcpq.ops.bench.principals", description=__doc__
+    )
     parser.add_argument("--seconds", type=float, default=5.0, help="per phase (default 5)")
     parser.add_argument("--big", type=int, default=200, help="max-size creates (default 200)")
     parser.add_argument(

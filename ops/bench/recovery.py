@@ -1,9 +1,9 @@
 """Recovery benchmark: how fast does a task resume after the worker running it is SIGKILLed?
 
-``python -m ops.bench.recovery --runs 5`` (from the repository root) starts a private stack
-(``ops.stack.Stack``): a redis-server on a free loopback port, one web process and two Celery
-prefork workers, each in its own process group. Each run creates a task of ``bench_effect``
-(``ops.bench.bench_tools``: a memoized ``ctx.step`` appends a line to a file, then the tool
+``python -m mcpq.ops.bench.recovery --runs 5`` (from the repository root) starts a private stack
+(``ops.harness.stack.Stack``): a redis-server on a free loopback port, one web process and two
+Celery prefork workers, each in its own process group. Each run creates a task of ``bench_effect``
+(``mcpq.ops.bench.bench_tools``: a memoized ``ctx.step`` appends a line to a file, then the tool
 sleeps), waits until the step is stored, SIGKILLs the whole process group of the worker that
 received the task (Celery main process and pool children), and measures the time until the
 other, already running worker claims the task (the task hash's ``runs`` counter going to 2).
@@ -26,12 +26,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ops.bench.bench_tools import EFFECT, MODULE
-from ops.mcp_client import McpClient
-from ops.processes import wait_until
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS
-from shared.store import task_ref
+from mcpq.ops.bench.bench_tools import EFFECT, MODULE
+from mcpq.ops.harness.mcp_client import McpClient
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.settings import DEFAULT_TOOLS
+from mcpq.shared.store import task_ref
 
 TOOL = EFFECT
 TOOLS = f"{DEFAULT_TOOLS},{MODULE}"
@@ -114,7 +114,7 @@ def run(runs: int, knobs: dict[str, str], seconds: float, workdir: Path) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ops.bench.recovery", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m mcpq.ops.bench.recovery", description=__doc__)
     parser.add_argument("--runs", type=int, default=5, help="kills to measure (at least 5)")
     parser.add_argument("--lease-s", default="5", help="MCPQ_LEASE_S (default 5)")
     parser.add_argument("--sweep-interval-s", default="1", help="MCPQ_SWEEP_INTERVAL_S (default 1)")

@@ -1,17 +1,17 @@
 """Chaos soak: mixed traffic at a steady load while processes die, stall and restart; then a
 drain and the checks that nothing was lost, stuck, wrong, asked twice or done twice.
 
-``python -m ops.bench.soak --seconds 120`` (from the repository root) starts a private
-deployment (`ops.bench.soak_faults.Deployment`: Redis with AOF, two web replicas, two io
+``python -m mcpq.ops.bench.soak --seconds 120`` (from the repository root) starts a private
+deployment (`mcpq.ops.bench.soak_faults.Deployment`: Redis with AOF, two web replicas, two io
 workers and one cpu worker, ``MCPQ_LEASE_S=2``, ``MCPQ_SWEEP_INTERVAL_S=0.5``,
-``MCPQ_INPUT_HOLD_S=2``), drives it with eight client threads (`ops.bench.soak_clients`: tasks
+``MCPQ_INPUT_HOLD_S=2``), drives it with eight client threads (`mcpq.ops.bench.soak_clients`: tasks
 of ``soak_job`` with steps, questions and cancels, synchronous calls, push subscriptions; two
 of the threads on the 2025-11-25 wire), every request to a random replica and retried on a 5xx
-or a connection error, and injects one fault every 4-8 s (`ops.bench.soak_faults`: worker
+or a connection error, and injects one fault every 4-8 s (`mcpq.ops.bench.soak_faults`: worker
 SIGKILL, worker SIGSTOP/SIGCONT, web SIGKILL, graceful Redis restart; with ``--sentinel``,
 Redis behind three sentinels and a failover instead of the restart). Then it stops the
 faults, lets every client follow its last task to the end, reads every acknowledged task until
-it has ended (bounded) and checks (`ops.bench.soak_checks`):
+it has ended (bounded) and checks (`mcpq.ops.bench.soak_checks`):
 
 - every acknowledged task ended as expected, with the exact expected result (a cancelled one
   ``cancelled``, or ``completed`` only if the cancel raced the end), none stuck or failed;
@@ -42,17 +42,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ops.bench.bench_tools import MODULE, SOAK_LOG
-from ops.bench.soak_checks import StepFindings, StepRecord, check_push, check_steps, outcomes
-from ops.bench.soak_clients import LEGACY, MODERN, Client, Plan
-from ops.bench.soak_faults import BY_NAME, KINDS, SENTINEL_KINDS, Deployment, Faults
-from ops.bench.soak_ledger import Job, Ledger, percentile
-from ops.bench.soak_readers import FinalReads, Listener
-from ops.bench.soak_wire import Replicas
-from ops.redis_sentinel import SentinelGroup
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS
-from shared.store import task_ref
+from mcpq.ops.bench.bench_tools import MODULE, SOAK_LOG
+from mcpq.ops.bench.soak_checks import StepFindings, StepRecord, check_push, check_steps, outcomes
+from mcpq.ops.bench.soak_clients import LEGACY, MODERN, Client, Plan
+from mcpq.ops.bench.soak_faults import BY_NAME, KINDS, SENTINEL_KINDS, Deployment, Faults
+from mcpq.ops.bench.soak_ledger import Job, Ledger, percentile
+from mcpq.ops.bench.soak_readers import FinalReads, Listener
+from mcpq.ops.bench.soak_wire import Replicas
+from mcpq.ops.harness.redis_sentinel import SentinelGroup
+from mcpq.ops.harness.stack import Stack
+from mcpq.shared.settings import DEFAULT_TOOLS
+from mcpq.shared.store import task_ref
 
 TOOLS = f"{DEFAULT_TOOLS},{MODULE}"
 #: Durable like production: every acknowledged write survives a crash after ~1 s, and a
@@ -330,7 +330,7 @@ def _kinds(text: str) -> tuple[str, ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ops.bench.soak", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m mcpq.ops.bench.soak", description=__doc__)
     parser.add_argument("--seconds", type=float, default=120.0, help="how long to soak")
     parser.add_argument("--fault-every", type=_range, default=(4.0, 8.0), metavar="MIN-MAX",
                         help="seconds between faults (default 4-8)")  # fmt: skip

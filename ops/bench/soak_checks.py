@@ -1,6 +1,6 @@
 """The soak's checks after the drain: each acknowledged task's end, and the step record.
 
-The step record is the file the soak's job appends to (``ops.bench.bench_tools.SOAK_LOG``):
+The step record is the file the soak's job appends to (``mcpq.ops.bench.bench_tools.SOAK_LOG``):
 a ``call`` line each time a step's function runs (tag, step, the run's generation, pid, time,
 the step's idempotency key) and a ``saved`` line once ``ctx.step`` returned. A step's function
 must run once per task. A second call of the same (tag, step) is allowed only when every
@@ -16,11 +16,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ops.bench.bench_tools import SOAK_STEPS
-from ops.bench.soak_clients import CANCEL_SLACK_S, LEGACY, expected
-from ops.bench.soak_faults import Signalled
-from ops.bench.soak_ledger import Job, Ledger
-from shared.store import TERMINAL
+from mcpq.ops.bench.bench_tools import SOAK_STEPS
+from mcpq.ops.bench.soak_clients import CANCEL_SLACK_S, LEGACY, expected
+from mcpq.ops.bench.soak_faults import Signalled
+from mcpq.ops.bench.soak_ledger import Job, Ledger
+from mcpq.shared.store import TERMINAL
 
 
 @dataclass(frozen=True)

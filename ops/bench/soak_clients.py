@@ -24,11 +24,11 @@ from typing import Any
 
 import httpx
 
-from ops.bench.bench_tools import SOAK, SOAK_BULK, soak_result
-from ops.bench.soak_ledger import Job, Ledger, SyncCall
-from ops.bench.soak_wire import Legacy, Modern, Replicas, Transient
-from ops.mcp_client import text_of
-from shared.store import TERMINAL
+from mcpq.ops.bench.bench_tools import SOAK, SOAK_BULK, soak_result
+from mcpq.ops.bench.soak_ledger import Job, Ledger, SyncCall
+from mcpq.ops.bench.soak_wire import Legacy, Modern, Replicas, Transient
+from mcpq.ops.harness.mcp_client import text_of
+from mcpq.shared.store import TERMINAL
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 #: A completed task whose finish is this much later than the cancel's acknowledgement did not

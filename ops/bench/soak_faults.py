@@ -2,13 +2,13 @@
 
 `Deployment` is the issue's: Redis with AOF, two web replicas, two io workers on the default
 queue and one cpu (prefork) worker on the bulk soak queue, all children of one
-`ops.stack.Stack`. `Faults` injects one fault every few seconds, each kind in turn from a
-shuffled deck (so a short run still sees every kind): SIGKILL of a worker's whole process group
-(a replacement started, as a platform restarts a dyno), SIGSTOP of a worker's group for a few
+`mcpq.ops.harness.stack.Stack`. `Faults` injects one fault every few seconds, each kind in turn
+from a shuffled deck (so a short run still sees every kind): SIGKILL of a worker's whole process
+group (a replacement started, as a platform restarts a dyno), SIGSTOP of a worker's group for a few
 seconds then SIGCONT, SIGKILL of a web replica (restarted; it leaves the replicas once dead and
 its successor joins once it answers), and a graceful Redis restart (``stop_redis``: SIGTERM,
 which Redis handles as ``SHUTDOWN``, the AOF fsynced; then the same server on the same port and
-directory) or, with Redis through Sentinel, a failover (`ops.redis_sentinel`). Every pid
+directory) or, with Redis through Sentinel, a failover (`ops.harness.redis_sentinel`). Every pid
 a SIGKILL or SIGSTOP reached is recorded with the time (`Signalled`): the step check allows a
 second call of a step only when its first caller was killed after it.
 """
@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ops.bench.bench_tools import SOAK_BULK_QUEUE
-from ops.children import Child
-from ops.processes import all_proc_stats, signal_group
-from ops.redis_sentinel import SentinelGroup
-from ops.stack import Stack
+from mcpq.ops.bench.bench_tools import SOAK_BULK_QUEUE
+from mcpq.ops.harness.children import Child
+from mcpq.ops.harness.redis_sentinel import SentinelGroup
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import all_proc_stats, signal_group
 
 WORKER_KILL, WORKER_STOP, WEB_KILL, REDIS_RESTART, FAILOVER = (
     "worker SIGKILL",
@@ -111,7 +111,7 @@ class Deployment:
 
     def spawn_worker(self, pool: str) -> Child:
         """``mcpq worker`` of pool kind ``pool`` (io: the default queue; cpu: the soak's bulk
-        queue), started; `ops.stack.Stack.wait_ready` waits for it."""
+        queue), started; `mcpq.ops.harness.stack.Stack.wait_ready` waits for it."""
         self._nodes += 1
         queues, concurrency = (
             ("mcpq", IO_CONCURRENCY)

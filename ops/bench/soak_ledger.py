@@ -9,7 +9,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
-from shared.store import TERMINAL
+from mcpq.shared.store import TERMINAL
 
 
 @dataclass

@@ -12,10 +12,10 @@ from typing import Any
 
 import httpx
 
-from ops.bench.soak_clients import LEGACY, MODERN, legacy_result, observe
-from ops.bench.soak_ledger import Job, Ledger
-from ops.bench.soak_wire import Legacy, Modern, Replicas, Transient
-from shared.store import TERMINAL
+from mcpq.ops.bench.soak_clients import LEGACY, MODERN, legacy_result, observe
+from mcpq.ops.bench.soak_ledger import Job, Ledger
+from mcpq.ops.bench.soak_wire import Legacy, Modern, Replicas, Transient
+from mcpq.shared.store import TERMINAL
 
 
 class Listener(threading.Thread):

@@ -2,9 +2,9 @@
 
 Every request goes to a random live replica (`Replicas`, which the fault injector keeps up to
 date as a router would) and is sent again, to another random replica, on a 5xx or a connection
-error (`Transient`), within a time budget. The ledger (`ops.bench.soak_ledger.Ledger`) gets one
+error (`Transient`), within a time budget. The ledger (`mcpq.ops.bench.soak_ledger.Ledger`) gets one
 entry per logical request: its kind, when it started, how long it took with its retries, how
-many attempts. `Modern` speaks 2026-07-28 through `ops.mcp_client.McpClient`; `Legacy` is a
+many attempts. `Modern` speaks 2026-07-28 through `ops.harness.mcp_client.McpClient`; `Legacy` is a
 2025-11-25 Streamable HTTP session (``initialize``, ``Mcp-Session-Id``, tasks with
 ``params.task``, answers POSTed as JSON-RPC responses), which any replica serves.
 """
@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-from ops.bench.soak_ledger import Ledger
-from ops.mcp_client import McpClient, Reply
-from shared.protocol import (
+from mcpq.ops.bench.soak_ledger import Ledger
+from mcpq.ops.harness.mcp_client import McpClient, Reply
+from mcpq.shared.protocol import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,

@@ -1,7 +1,7 @@
 """Throughput and latency of one deployment, measured with our own load generator:
-``python -m ops.bench.throughput``.
+``python -m mcpq.ops.bench.throughput``.
 
-Starts a private stack as the Procfile runs it (``ops.stack.Stack``: redis-server on a free
+Starts a private stack as the Procfile runs it (``ops.harness.stack.Stack``: redis-server on a free
 loopback port, ``mcpq web`` with its default workers, ``mcpq worker`` with its default io pool)
 and drives a no-op tool (``slow_compute seconds=0``) over ``POST /mcp`` with asyncio HTTP
 clients (keep-alive connections, one per simulated client), spread over ``--procs`` processes
@@ -50,15 +50,15 @@ from typing import Any
 import httpx
 import redis
 
-from ops.bench.load import TOOL, Load
-from ops.bench.loadgen import Result, Target, measure
-from ops.bench.memory import process_tree, pss_mib
-from ops.bench.peer import PEER_VENV, PEER_VERSION, peer_target
-from ops.processes import wait_until
-from ops.stack import Stack
-from shared.logs import task_hash
-from shared.settings import DEFAULT_TOOLS
-from shared.store import Keys, task_ref
+from mcpq.ops.bench.load import TOOL, Load
+from mcpq.ops.bench.loadgen import Result, Target, measure
+from mcpq.ops.bench.memory import process_tree, pss_mib
+from mcpq.ops.bench.peer import PEER_VENV, PEER_VERSION, peer_target
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.logs import task_hash
+from mcpq.shared.settings import DEFAULT_TOOLS
+from mcpq.shared.store import Keys, task_ref
 
 
 @contextlib.contextmanager
@@ -188,7 +188,9 @@ async def _cancel_some(load: Load, ids: list[str], worker: Any) -> list[float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ops.bench.throughput", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m mcpq.ops.bench.throughput", description=__doc__
+    )
     parser.add_argument("--clients", type=int, default=20, help="concurrent clients (20)")
     parser.add_argument("--seconds", type=float, default=5.0, help="per phase (5)")
     parser.add_argument("--tasks", type=int, default=200, help="for latency and costs (200)")

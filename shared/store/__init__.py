@@ -16,7 +16,7 @@ get :func:`open_admin`: tasks listed by ref (unfinished ones from their index, o
 finished ones by a walk of the records, ``admin_scan``), one task shown, cancels (``admin``).
 
 The names whose modules load redis-py (the stores, their faces and factories) are imported on
-first use: a module that needs only the records and states (``shared.wire``) loads no client.
+first use: a module that needs only the records and states (``mcpq.shared.wire``) loads no client.
 """
 
 from __future__ import annotations
@@ -24,36 +24,36 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from shared.store.admin_views import AdminError, Page, TaskDetail, TaskFilter, TaskSummary
-from shared.store.client_calls import Answered, Cancelled
-from shared.store.create_calls import Admission, NewTask, Refused
-from shared.store.keyspace import Keys, task_ref
-from shared.store.records import TaskRecord
-from shared.store.run_calls import Claim, Due, InputPoll, Renewal, StepStart
-from shared.store.sessions import Outgoing, Session, SessionStore
-from shared.store.states import TERMINAL, Reply, TaskStatus
-from shared.store.stats import OUTCOMES, DeploymentStats, StatsSnapshot
+from mcpq.shared.store.admin_views import AdminError, Page, TaskDetail, TaskFilter, TaskSummary
+from mcpq.shared.store.client_calls import Answered, Cancelled
+from mcpq.shared.store.create_calls import Admission, NewTask, Refused
+from mcpq.shared.store.keyspace import Keys, task_ref
+from mcpq.shared.store.records import TaskRecord
+from mcpq.shared.store.run_calls import Claim, Due, InputPoll, Renewal, StepStart
+from mcpq.shared.store.sessions import Outgoing, Session, SessionStore
+from mcpq.shared.store.states import TERMINAL, Reply, TaskStatus
+from mcpq.shared.store.stats import OUTCOMES, DeploymentStats, StatsSnapshot
 
 if TYPE_CHECKING:
-    from shared.store.admin import TaskAdmin, open_admin
-    from shared.store.aio import AsyncTaskStore
-    from shared.store.api_keys import ApiKeyLookup
-    from shared.store.async_wakeups import AsyncWatch as Watch
-    from shared.store.clients import open_store, open_web_store
-    from shared.store.listing import Listed, Position, TaskListing
-    from shared.store.sync import TaskStore
-    from shared.store.web import WebStore, web_store
+    from mcpq.shared.store.admin import TaskAdmin, open_admin
+    from mcpq.shared.store.aio import AsyncTaskStore
+    from mcpq.shared.store.api_keys import ApiKeyLookup
+    from mcpq.shared.store.async_wakeups import AsyncWatch as Watch
+    from mcpq.shared.store.clients import open_store, open_web_store
+    from mcpq.shared.store.listing import Listed, Position, TaskListing
+    from mcpq.shared.store.sync import TaskStore
+    from mcpq.shared.store.web import WebStore, web_store
 
 #: The names imported on first use, by the module they live in.
 _ON_FIRST_USE = {
-    "shared.store.admin": ("TaskAdmin", "open_admin"),
-    "shared.store.aio": ("AsyncTaskStore",),
-    "shared.store.api_keys": ("ApiKeyLookup",),
-    "shared.store.async_wakeups": ("AsyncWatch",),
-    "shared.store.clients": ("open_store", "open_web_store"),
-    "shared.store.listing": ("Listed", "Position", "TaskListing"),
-    "shared.store.sync": ("TaskStore",),
-    "shared.store.web": ("WebStore", "web_store"),
+    "mcpq.shared.store.admin": ("TaskAdmin", "open_admin"),
+    "mcpq.shared.store.aio": ("AsyncTaskStore",),
+    "mcpq.shared.store.api_keys": ("ApiKeyLookup",),
+    "mcpq.shared.store.async_wakeups": ("AsyncWatch",),
+    "mcpq.shared.store.clients": ("open_store", "open_web_store"),
+    "mcpq.shared.store.listing": ("Listed", "Position", "TaskListing"),
+    "mcpq.shared.store.sync": ("TaskStore",),
+    "mcpq.shared.store.web": ("WebStore", "web_store"),
 }
 _HOME = {name: module for module, names in _ON_FIRST_USE.items() for name in names}
 _HOME["Watch"] = _HOME.pop("AsyncWatch")  # (exported as Watch)

@@ -33,11 +33,11 @@ from typing import Any
 
 import redis
 
-from shared.sealing import DataKeyError
-from shared.settings import Settings
-from shared.store import client_calls
-from shared.store.admin_scan import ScanCursorError, ScanPosition, scan_refs, walk
-from shared.store.admin_views import (
+from mcpq.shared.sealing import DataKeyError
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import client_calls
+from mcpq.shared.store.admin_scan import ScanCursorError, ScanPosition, scan_refs, walk
+from mcpq.shared.store.admin_views import (
     AdminError,
     Page,
     Position,
@@ -45,15 +45,15 @@ from shared.store.admin_views import (
     TaskFilter,
     TaskSummary,
 )
-from shared.store.call_types import PipelineCall, Queue
-from shared.store.client_calls import Cancelled
-from shared.store.clients import payloads as payloads_of
-from shared.store.clients import store_keys, sync_client
-from shared.store.keyspace import Keys, Shard
-from shared.store.payloads import TASK_FIELDS, TEXT_FIELDS, Payloads, UnreadablePayload
-from shared.store.redis_errors import store_errors
-from shared.store.states import Reply, TaskStatus
-from shared.store.sync import TaskStore
+from mcpq.shared.store.call_types import PipelineCall, Queue
+from mcpq.shared.store.client_calls import Cancelled
+from mcpq.shared.store.clients import payloads as payloads_of
+from mcpq.shared.store.clients import store_keys, sync_client
+from mcpq.shared.store.keyspace import Keys, Shard
+from mcpq.shared.store.payloads import TASK_FIELDS, TEXT_FIELDS, Payloads, UnreadablePayload
+from mcpq.shared.store.redis_errors import store_errors
+from mcpq.shared.store.states import Reply, TaskStatus
+from mcpq.shared.store.sync import TaskStore
 
 #: What a payload that does not open with this process's data keys shows instead.
 UNREADABLE = "(sealed: not readable with this MCPQ_DATA_KEYS)"
@@ -92,7 +92,7 @@ class TaskAdmin:
     def list_tasks(self, which: TaskFilter, limit: int, cursor: str | None = None) -> Page:
         """Up to ``limit`` tasks matching ``which``, after ``cursor``: oldest first when
         ``which`` names unfinished states only (the ``active`` index), else in storage order
-        (a ``SCAN`` of the task records: :mod:`shared.store.admin_scan`)."""
+        (a ``SCAN`` of the task records: :mod:`mcpq.shared.store.admin_scan`)."""
         if limit < 1:
             raise AdminError(f"a page holds at least one task, not {limit}")
         if cursor and _other_walks(cursor, which.scans):

@@ -30,8 +30,8 @@ from typing import Any
 import redis
 import redis.cluster
 
-from shared.store.keyspace import Keys, Shard
-from shared.store.redis_errors import store_errors
+from mcpq.shared.store.keyspace import Keys, Shard
+from mcpq.shared.store.redis_errors import store_errors
 
 #: ``SCAN``'s COUNT: keys a node looks at per call (a hint; Redis walks whole buckets). A page
 #: that resumes inside a batch reads it again with the same COUNT, so this is part of what a

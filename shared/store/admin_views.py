@@ -1,4 +1,4 @@
-"""What an operator's task listing shows and asks (``mcpq tasks``, ``shared.store.admin``): the
+"""What an operator's task listing shows and asks (``mcpq tasks``, ``mcpq.shared.store.admin``): the
 filter, one line per task, a page with its cursor, one task in full, and the one error."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.store.states import TERMINAL, TaskStatus
+from mcpq.shared.store.states import TERMINAL, TaskStatus
 
 _CURSOR = re.compile(r"(\d{1,16})\.([0-9a-f]{32})")
 

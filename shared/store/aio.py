@@ -17,14 +17,14 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis.asyncio as aioredis
 
-from shared.store import client_calls
-from shared.store.async_driver import AsyncDriver
-from shared.store.async_wakeups import AsyncWakeups, AsyncWatch
-from shared.store.keyspace import Keys
-from shared.store.payloads import PLAIN, Payloads
-from shared.store.plans import Plan
-from shared.store.tally import StatsTally
-from shared.store.task_plans import TaskPlans
+from mcpq.shared.store import client_calls
+from mcpq.shared.store.async_driver import AsyncDriver
+from mcpq.shared.store.async_wakeups import AsyncWakeups, AsyncWatch
+from mcpq.shared.store.keyspace import Keys
+from mcpq.shared.store.payloads import PLAIN, Payloads
+from mcpq.shared.store.plans import Plan
+from mcpq.shared.store.tally import StatsTally
+from mcpq.shared.store.task_plans import TaskPlans
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -50,7 +50,7 @@ class AsyncTaskStore:
     answer = awaited(TaskPlans.answer)
     cancel = awaited(TaskPlans.cancel)
     get = awaited(TaskPlans.get)
-    #: Redis's time (``shared.store.clock``).
+    #: Redis's time (``mcpq.shared.store.clock``).
     now_ms = awaited(TaskPlans.now_ms)
 
     def __init__(
@@ -64,7 +64,7 @@ class AsyncTaskStore:
         replica_wait_ms: int = 1000,
     ) -> None:
         #: Its driver: the client, and how each op of a plan is done on it (the web tier's
-        #: other faces share it: ``shared.store.web``).
+        #: other faces share it: ``mcpq.shared.store.web``).
         self.io = AsyncDriver(client)
         self._keys = keys or Keys()
         #: The steps this store shares with the synchronous one (and its clock: ``now_ms``).
@@ -93,7 +93,7 @@ class AsyncTaskStore:
         change, so nothing falls between the read and the first message (see ``publish`` in
         ``lua/_prelude.lua``). Messages published while the watch connection is down are lost:
         once it is back, each watcher of a task is told to read it again
-        (``shared.store.async_wakeups``).
+        (``mcpq.shared.store.async_wakeups``).
 
         A task's changes are published only once it is marked watched: here, after subscribing
         (``mark``), or by the caller's first read (``get(..., watching=True)``, no round trip
@@ -101,7 +101,7 @@ class AsyncTaskStore:
         """
         channels = [self._keys.events(ref) for ref in refs]
         channels += [self._keys.listing_events(scope) for scope in scopes]
-        # Every watch of this process shares one connection (shared.store.wakeups): a thousand
+        # Every watch of this process shares one connection (mcpq.shared.store.wakeups): a thousand
         # waiting synchronous calls hold one Redis connection, not a thousand.
         async with self._wakeups.watch(channels) as watch:
             if mark and refs:

@@ -18,13 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shared.store.keyspace import Keys
-from shared.store.redis_errors import store_errors
+from mcpq.shared.store.keyspace import Keys
+from mcpq.shared.store.redis_errors import store_errors
 
 if TYPE_CHECKING:
     import redis
 
-    from shared.store.async_driver import AsyncDriver
+    from mcpq.shared.store.async_driver import AsyncDriver
 
 TOKEN_PREFIX = "mcpq_"  # noqa: S105 (a prefix, not a secret)
 _TOKEN = re.compile(r"^mcpq_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")

@@ -17,11 +17,11 @@ import redis.asyncio as aioredis
 import redis.exceptions as rexc
 from redis.asyncio.cluster import PipelineCommand
 
-from shared.errors import StoreUnavailable
-from shared.store import scripts
-from shared.store.call_types import PipelineCall
-from shared.store.plans import Done, Eval, EvalAndWait, Op, Plan, ReadTime, resume
-from shared.store.redis_errors import as_store_error, store_errors
+from mcpq.shared.errors import StoreUnavailable
+from mcpq.shared.store import scripts
+from mcpq.shared.store.call_types import PipelineCall
+from mcpq.shared.store.plans import Done, Eval, EvalAndWait, Op, Plan, ReadTime, resume
+from mcpq.shared.store.redis_errors import as_store_error, store_errors
 
 T = TypeVar("T")
 

@@ -32,9 +32,9 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection
 
-from shared.errors import StoreUnavailable
-from shared.store.keyspace import Keys
-from shared.store.redis_errors import as_store_error
+from mcpq.shared.errors import StoreUnavailable
+from mcpq.shared.store.keyspace import Keys
+from mcpq.shared.store.redis_errors import as_store_error
 
 log = logging.getLogger("mcpq.store")
 

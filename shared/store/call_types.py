@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from shared.store.states import Reply
+from mcpq.shared.store.states import Reply
 
 T = TypeVar("T")
 Arg = str | int | float

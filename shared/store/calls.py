@@ -3,16 +3,16 @@
 Both stores (the synchronous one of the workers, the asyncio one of the web tier) execute these
 (``plans``: each store's driver runs them), so the KEYS/ARGV contract of every script is written
 once, beside the parser of its reply: the one edge where Lua's strings become typed values
-(:class:`~shared.store.states.Reply`, records). They are written by concern: a task's creation
+(:class:`~mcpq.shared.store.states.Reply`, records). They are written by concern: a task's creation
 (``create_calls``), a client's calls on its task (``client_calls``), a run's and its recovery
 (``run_calls``); this module names them all in one place. (Sessions, ``tasks/list``, the stats
 and key rotation keep theirs beside their face: ``sessions``, ``listing``, ``stats``,
 ``rotation``.)
 """
 
-from shared.store.call_types import Arg, PipelineCall, Queue, ScriptCall
-from shared.store.client_calls import Answered, Cancelled, answer, cancel, mark_watched, read
-from shared.store.create_calls import (
+from mcpq.shared.store.call_types import Arg, PipelineCall, Queue, ScriptCall
+from mcpq.shared.store.client_calls import Answered, Cancelled, answer, cancel, mark_watched, read
+from mcpq.shared.store.create_calls import (
     ADMIT_GRACE_MS,
     Admission,
     Full,
@@ -24,7 +24,7 @@ from shared.store.create_calls import (
     mark_enqueued,
     statuses,
 )
-from shared.store.run_calls import (
+from mcpq.shared.store.run_calls import (
     Claim,
     Due,
     InputPoll,

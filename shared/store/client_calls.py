@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.store.call_types import ScriptCall, as_dict, reply_code
-from shared.store.keyspace import Keys
-from shared.store.payloads import PLAIN, Payloads
-from shared.store.records import POLL_FIELDS
-from shared.store.states import Reply
+from mcpq.shared.store.call_types import ScriptCall, as_dict, reply_code
+from mcpq.shared.store.keyspace import Keys
+from mcpq.shared.store.payloads import PLAIN, Payloads
+from mcpq.shared.store.records import POLL_FIELDS
+from mcpq.shared.store.states import Reply
 
 
 @dataclass(frozen=True)

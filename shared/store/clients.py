@@ -3,7 +3,7 @@
 Every client has explicit socket timeouts (redis-py's defaults would let a request hang while
 Redis is down). Blocking reads get a socket timeout above their block time.
 
-A ``redis+sentinel://`` ``REDIS_URL`` (``shared.redis_urls``) gets the same pools, Sentinel's
+A ``redis+sentinel://`` ``REDIS_URL`` (``mcpq.shared.redis_urls``) gets the same pools, Sentinel's
 flavour: each new connection asks the sentinels where the primary is, and a connection to a
 primary that was demoted (a ``READONLY`` reply) is dropped, so after a failover the next
 round trip (redis-py's retry) lands on the new primary without a restart. A promoted replica
@@ -26,20 +26,20 @@ from redis.backoff import ExponentialBackoff
 from redis.maint_notifications import MaintNotificationsConfig
 from redis.retry import Retry
 
-from shared import redis_urls
-from shared.redis_tls import redis_tls
-from shared.settings import Settings
-from shared.store.aio import AsyncTaskStore
-from shared.store.keyspace import Keys
-from shared.store.lean import LeanPool, LeanSyncPool, lean_connections
-from shared.store.payloads import Payloads
-from shared.store.sync import TaskStore
-from shared.store.tally import StatsTally
-from shared.store.web import WebStore, web_store
+from mcpq.shared import redis_urls
+from mcpq.shared.redis_tls import redis_tls
+from mcpq.shared.settings import Settings
+from mcpq.shared.store.aio import AsyncTaskStore
+from mcpq.shared.store.keyspace import Keys
+from mcpq.shared.store.lean import LeanPool, LeanSyncPool, lean_connections
+from mcpq.shared.store.payloads import Payloads
+from mcpq.shared.store.sync import TaskStore
+from mcpq.shared.store.tally import StatsTally
+from mcpq.shared.store.web import WebStore, web_store
 
 
 def _url_and_tls(settings: Settings) -> tuple[str, dict[str, Any]]:
-    """The URL to connect to and redis-py's TLS options (``shared.redis_tls``: verified by
+    """The URL to connect to and redis-py's TLS options (``mcpq.shared.redis_tls``: verified by
     default). The URL loses its ``ssl_cert_reqs``: redis-py would let it override the options."""
     tls = redis_tls(settings)
     return tls.url, tls.redis_py()
@@ -121,7 +121,7 @@ request) would then leave its reply to the next caller, who would read it as its
 
 SYNC_POOL_SIZE = 64
 """Connections of one synchronous client. A thread pool's runs share them: a command takes one
-for a round trip (nobody holds one to wait: ``shared.store.wakeups``), and a thread that finds
+for a round trip (nobody holds one to wait: ``mcpq.shared.store.wakeups``), and a thread that finds
 them all busy waits for one (up to ``MCPQ_REDIS_TIMEOUT_S``) instead of failing, as redis-py's
 default pool (100, then an error) would."""
 
@@ -251,7 +251,7 @@ def payloads(settings: Settings) -> Payloads:
 
 def open_store(settings: Settings) -> TaskStore:
     """The synchronous store (workers, the sweeper, ``mcpq status``). Waiting runs do not
-    block on it: they share a pub/sub connection (``shared.store.wakeups``)."""
+    block on it: they share a pub/sub connection (``mcpq.shared.store.wakeups``)."""
     keys = store_keys(settings)
     return TaskStore(
         sync_client(settings),
@@ -265,7 +265,7 @@ def open_store(settings: Settings) -> TaskStore:
 
 
 def open_web_store(settings: Settings) -> WebStore:
-    """The web tier's faces of the store, on one client (``shared.store.web``)."""
+    """The web tier's faces of the store, on one client (``mcpq.shared.store.web``)."""
     tasks = AsyncTaskStore(
         async_client(settings),
         store_keys(settings),

@@ -9,11 +9,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.jobs import Message
-from shared.store.call_types import Arg, PipelineCall, Queue, ScriptCall, as_dict, flatten
-from shared.store.keyspace import Keys, Shard
-from shared.store.payloads import PLAIN, Payloads
-from shared.store.states import TERMINAL, TaskStatus
+from mcpq.shared.jobs import Message
+from mcpq.shared.store.call_types import Arg, PipelineCall, Queue, ScriptCall, as_dict, flatten
+from mcpq.shared.store.keyspace import Keys, Shard
+from mcpq.shared.store.payloads import PLAIN, Payloads
+from mcpq.shared.store.states import TERMINAL, TaskStatus
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def create(
     """``message``: the run's broker message, pushed in the same script (the broker is this
     Redis); the run must then start within ``start_within_ms``. ``None``: the caller sends it
     and calls :func:`mark_enqueued`. ``count``: the script counts the create in the stats hash
-    (else the caller does, once it is created: ``shared.store.tally``).
+    (else the caller does, once it is created: ``mcpq.shared.store.tally``).
 
     A sharded store (``Keys.shards`` > 1) admits a create with :func:`admit` first, on the
     principal's home shard; ``admit`` must be ``None`` here then (this script, on the task's

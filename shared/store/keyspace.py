@@ -263,7 +263,7 @@ class Keys:
 
     def wake(self, ref: str) -> str:
         """The channel that wakes the task's run (answers, cancel); the run's process
-        subscribes to it (``shared.store.wakeups``)."""
+        subscribes to it (``mcpq.shared.store.wakeups``)."""
         return f"{self.task(ref)}:wake"
 
     def events(self, ref: str) -> str:

@@ -1,5 +1,5 @@
 """redis-py's pools and asyncio connection, without the costs a round trip does not need: what
-:mod:`shared.store.clients` builds the web tier's client, and the workers' pool, from.
+:mod:`mcpq.shared.store.clients` builds the web tier's client, and the workers' pool, from.
 
 Every request of the web tier makes one or two Redis round trips, and on a process that serves
 a request now and then (the usual case) redis-py's own layers cost more than the round trip:

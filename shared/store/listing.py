@@ -12,15 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shared.store.call_types import PipelineCall, Queue, ScriptCall
-from shared.store.clock import RedisClock
-from shared.store.keyspace import Keys
-from shared.store.payloads import PLAIN, Payloads
-from shared.store.plans import Plan, ScriptPlans
-from shared.store.records import TaskRecord
+from mcpq.shared.store.call_types import PipelineCall, Queue, ScriptCall
+from mcpq.shared.store.clock import RedisClock
+from mcpq.shared.store.keyspace import Keys
+from mcpq.shared.store.payloads import PLAIN, Payloads
+from mcpq.shared.store.plans import Plan, ScriptPlans
+from mcpq.shared.store.records import TaskRecord
 
 if TYPE_CHECKING:
-    from shared.store.async_driver import AsyncDriver
+    from mcpq.shared.store.async_driver import AsyncDriver
 
 #: Entries read per page beyond the page size, to step over tasks that are gone.
 _SLACK = 50

@@ -22,9 +22,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from shared import jsonutil
-from shared.errors import INTERNAL_ERROR, McpError
-from shared.sealing import (
+from mcpq.shared import jsonutil
+from mcpq.shared.errors import INTERNAL_ERROR, McpError
+from mcpq.shared.sealing import (
     NOT_SET,
     PLAINTEXT,
     SETTING,
@@ -34,7 +34,7 @@ from shared.sealing import (
     parse_data_keys,
     sealed_kid,
 )
-from shared.store.keyspace import Keys
+from mcpq.shared.store.keyspace import Keys
 
 log = logging.getLogger("mcpq.store")
 
@@ -62,7 +62,7 @@ class Payloads:
     """Seals what goes into Redis and opens what comes out (see module docs).
 
     ``sealer``: the keys (``None``: plain JSON). ``missing``: ``MCPQ_DATA_KEYS`` was not set at
-    all; a production server refuses to start then (``ops.preflight``), and a store opened
+    all; a production server refuses to start then (``ops.runtime.preflight``), and a store opened
     anyway (``mcpq status``) reads plain values but writes none."""
 
     def __init__(self, sealer: Sealer | None, keys: Keys, *, missing: bool = False) -> None:
@@ -122,7 +122,7 @@ class Payloads:
     def reseal(self, raw: str, key: str, name: str) -> str | None:
         """``raw`` sealed under the current key, or ``None`` when it is already (or empty).
         Plain values (written before encryption) are sealed as they are. Raises
-        :class:`~shared.sealing.Unsealable` when ``raw`` does not open."""
+        :class:`~mcpq.shared.sealing.Unsealable` when ``raw`` does not open."""
         if self.sealer is None:
             raise DataKeyError(f"re-encryption needs keys in {SETTING}, not {PLAINTEXT!r}")
         kid = sealed_kid(raw)

@@ -29,9 +29,9 @@ from typing import Any, NamedTuple, TypeVar
 
 from redis.exceptions import NoScriptError
 
-from shared.store import scripts
-from shared.store.call_types import Arg, PipelineCall, ScriptCall
-from shared.store.clock import RedisClock
+from mcpq.shared.store import scripts
+from mcpq.shared.store.call_types import Arg, PipelineCall, ScriptCall
+from mcpq.shared.store.clock import RedisClock
 
 T = TypeVar("T")
 
@@ -97,7 +97,7 @@ class ScriptPlans:
         self.clock = clock
 
     def now_ms(self) -> Plan[int]:
-        """Redis's time (``shared.store.clock``): a ``TIME`` round trip once in a while."""
+        """Redis's time (``mcpq.shared.store.clock``): a ``TIME`` round trip once in a while."""
         now = self.clock.now_ms()
         if now is None:
             now = yield from self._read_time()

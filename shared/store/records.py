@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.store.payloads import PLAIN, Payloads
-from shared.store.states import TERMINAL, TaskStatus
+from mcpq.shared.store.payloads import PLAIN, Payloads
+from mcpq.shared.store.states import TERMINAL, TaskStatus
 
 #: The fields of a task hash a poll reads (``read.lua``): every one :meth:`TaskRecord.from_hash`
 #: reads but the call's own (``args``, ``caps``, ``pre``: only a reader that asks for the call

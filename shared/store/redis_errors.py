@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import redis.exceptions as rexc
 
-from shared.errors import INTERNAL_ERROR, McpError, StoreUnavailable
+from mcpq.shared.errors import INTERNAL_ERROR, McpError, StoreUnavailable
 
 
 class NotReplicated(StoreUnavailable):

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import redis
 
-from shared.sealing import Unsealable
-from shared.store.call_types import ScriptCall
-from shared.store.keyspace import Keys
-from shared.store.payloads import SESSION_FIELDS, TASK_FIELDS, Payloads
+from mcpq.shared.sealing import Unsealable
+from mcpq.shared.store.call_types import ScriptCall
+from mcpq.shared.store.keyspace import Keys
+from mcpq.shared.store.payloads import SESSION_FIELDS, TASK_FIELDS, Payloads
 
 #: Hashes below a task whose every value is a payload.
 _TASK_HASHES = (":in", ":ans", ":steps")

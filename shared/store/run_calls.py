@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.store.call_types import Arg, ScriptCall, as_dict, reply_code
-from shared.store.keyspace import Keys, Shard
-from shared.store.payloads import PLAIN, Payloads, UnreadablePayload
-from shared.store.records import TaskRecord
-from shared.store.states import Reply, TaskStatus
+from mcpq.shared.store.call_types import Arg, ScriptCall, as_dict, reply_code
+from mcpq.shared.store.keyspace import Keys, Shard
+from mcpq.shared.store.payloads import PLAIN, Payloads, UnreadablePayload
+from mcpq.shared.store.records import TaskRecord
+from mcpq.shared.store.states import Reply, TaskStatus
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ def finish(
     count: bool = True,
 ) -> ScriptCall[tuple[Reply, str]]:
     """The reply, and the task's tool when the caller counts the outcome (``count`` False:
-    ``shared.store.tally``; else ``''``, the script counts it). ``poisoned``: the sweeper fails
+    ``mcpq.shared.store.tally``; else ``''``, the script counts it). ``poisoned``: the sweeper fails
     a task whose runs kept losing their worker (also counted as ``poisoned:<tool>``)."""
     status = TaskStatus(status)
     if status not in {TaskStatus.COMPLETED, TaskStatus.FAILED}:

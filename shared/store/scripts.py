@@ -3,7 +3,7 @@
 Each script is one edge of the task state machine, one fenced worker write, or the release of
 a lock; its header documents its KEYS/ARGV/returns contract. ``_prelude.lua`` is prepended to
 each, and ``_clock.lua`` (``now``: Redis's time, sent by the caller as the last ARGV, see
-``shared.store.clock``) to those that use ``now`` (:func:`uses_clock`). Only the task store
+``mcpq.shared.store.clock``) to those that use ``now`` (:func:`uses_clock`). Only the task store
 calls them.
 """
 
@@ -43,7 +43,7 @@ def uses_clock(name: str) -> bool:
     """Whether script ``name`` needs ``now`` (its caller then appends it to ARGV)."""
     if name not in NAMES:
         raise KeyError(name)
-    body = (resources.files("shared.store") / "lua" / f"{name}.lua").read_text()
+    body = (resources.files("mcpq.shared.store") / "lua" / f"{name}.lua").read_text()
     code = re.sub(r"--[^\n]*", "", body)  # comments may say "now" without needing the clock
     return re.search(r"\bnow\b", code) is not None
 
@@ -51,7 +51,7 @@ def uses_clock(name: str) -> bool:
 @cache
 def source(name: str) -> str:
     """The full source of script ``name``: the prelude, then the script."""
-    folder = resources.files("shared.store") / "lua"
+    folder = resources.files("mcpq.shared.store") / "lua"
     prelude = (folder / "_prelude.lua").read_text()
     if uses_clock(name):
         prelude = (folder / "_clock.lua").read_text() + prelude

@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shared import jsonutil
-from shared.store.call_types import PipelineCall, Queue
-from shared.store.keyspace import Keys
-from shared.store.payloads import PLAIN, Payloads
+from mcpq.shared import jsonutil
+from mcpq.shared.store.call_types import PipelineCall, Queue
+from mcpq.shared.store.keyspace import Keys
+from mcpq.shared.store.payloads import PLAIN, Payloads
 
 if TYPE_CHECKING:
-    from shared.store.async_driver import AsyncDriver
+    from mcpq.shared.store.async_driver import AsyncDriver
 
 
 @dataclass(frozen=True)

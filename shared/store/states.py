@@ -1,7 +1,7 @@
 """The task states the store keeps and the reply codes its scripts answer, as ``str`` enums.
 
 Lua speaks plain strings; they become these enums at one place, the parse functions of
-``shared.store.calls``, so nothing outside the store compares bare strings.
+``mcpq.shared.store.calls``, so nothing outside the store compares bare strings.
 """
 
 from __future__ import annotations

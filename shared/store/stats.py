@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from shared.store.call_types import PipelineCall, Queue
-from shared.store.keyspace import Keys, Shard
+from mcpq.shared.store.call_types import PipelineCall, Queue
+from mcpq.shared.store.keyspace import Keys, Shard
 
 if TYPE_CHECKING:
-    from shared.store.async_driver import AsyncDriver
+    from mcpq.shared.store.async_driver import AsyncDriver
 
 #: Counters by tool in the stats hash (``<kind>:<tool>``). ``poisoned``: failed because its runs
 #: kept losing their worker (``MCPQ_MAX_RUNS``), counted under ``failed`` too.

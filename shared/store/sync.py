@@ -3,7 +3,7 @@
 Every state change is one Lua script (``lua/``); this class only says which call
 (``run_calls``, ``create_calls``...: keys, arguments, reply parsing) or plan (``task_plans``: the
 steps of a create, shared with the asyncio store) each method is, and runs it on its driver
-(``sync_driver``), which maps Redis failures to :class:`~shared.errors.StoreUnavailable`
+(``sync_driver``), which maps Redis failures to :class:`~mcpq.shared.errors.StoreUnavailable`
 (``errors``). Its Redis clients and key schema stay inside: callers get typed replies and
 records, never a connection.
 """
@@ -20,20 +20,20 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis
 
-from shared.errors import StoreUnavailable
-from shared.store import rotation, run_calls, stats
-from shared.store.call_types import PipelineCall, ScriptCall
-from shared.store.keyspace import Keys
-from shared.store.payloads import PLAIN, Payloads
-from shared.store.plans import Eval, Plan, args_at
-from shared.store.records import TaskRecord
-from shared.store.redis_errors import NotReplicated, store_errors
-from shared.store.run_calls import Claim, Due, InputPoll, Renewal, StepStart
-from shared.store.states import Reply, TaskStatus
-from shared.store.stats import StatsSnapshot
-from shared.store.sync_driver import SyncDriver
-from shared.store.tally import StatsTally
-from shared.store.task_plans import TaskPlans
+from mcpq.shared.errors import StoreUnavailable
+from mcpq.shared.store import rotation, run_calls, stats
+from mcpq.shared.store.call_types import PipelineCall, ScriptCall
+from mcpq.shared.store.keyspace import Keys
+from mcpq.shared.store.payloads import PLAIN, Payloads
+from mcpq.shared.store.plans import Eval, Plan, args_at
+from mcpq.shared.store.records import TaskRecord
+from mcpq.shared.store.redis_errors import NotReplicated, store_errors
+from mcpq.shared.store.run_calls import Claim, Due, InputPoll, Renewal, StepStart
+from mcpq.shared.store.states import Reply, TaskStatus
+from mcpq.shared.store.stats import StatsSnapshot
+from mcpq.shared.store.sync_driver import SyncDriver
+from mcpq.shared.store.tally import StatsTally
+from mcpq.shared.store.task_plans import TaskPlans
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -68,7 +68,7 @@ class TaskStore:
     ) -> None:
         self._redis = client
         self._io = SyncDriver(client)
-        #: Where creates and finishes are counted (``shared.store.tally``); ``None``: in the
+        #: Where creates and finishes are counted (``mcpq.shared.store.tally``); ``None``: in the
         #: scripts themselves.
         self._tally = tally
         self._keys = keys or Keys()
@@ -175,7 +175,7 @@ class TaskStore:
     ) -> list[Renewal]:
         """Renew the leases of many runs (``(ref, gen)``) in one round trip. Renewed together,
         they would lapse together: each run learns it has ``len(runs) - 1`` peers (at least
-        ``min_peers``: a run of its own counts its parent's group, ``workers.solo``)."""
+        ``min_peers``: a run of its own counts its parent's group, ``mcpq.workers.solo``)."""
         peers = max(len(runs) - 1, min_peers)
         renewals = [run_calls.renew(self._keys, ref, gen, lease_ms, peers) for ref, gen in runs]
         return self.run_many(renewals)
@@ -314,7 +314,7 @@ class TaskStore:
 
     def rotate_data(self, batch: int = 200) -> rotation.Rotation:
         """Re-encrypt every payload not under the current data key (``mcpq keys rotate-data``;
-        see ``shared.store.rotation``): ``batch`` keys per SCAN step and round trip."""
+        see ``mcpq.shared.store.rotation``): ``batch`` keys per SCAN step and round trip."""
         report = rotation.Rotation()
         with store_errors():  # the SCAN steps and the reads (run_many maps its own)
             for found in rotation.scan(self._redis, self._keys, batch):

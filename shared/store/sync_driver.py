@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 import redis
 import redis.cluster
 
-from shared.store import scripts
-from shared.store.call_types import PipelineCall
-from shared.store.plans import Done, Eval, EvalAndWait, Load, Op, Plan, ReadTime, resume
-from shared.store.redis_errors import as_store_error, store_errors
+from mcpq.shared.store import scripts
+from mcpq.shared.store.call_types import PipelineCall
+from mcpq.shared.store.plans import Done, Eval, EvalAndWait, Load, Op, Plan, ReadTime, resume
+from mcpq.shared.store.redis_errors import as_store_error, store_errors
 
 T = TypeVar("T")
 

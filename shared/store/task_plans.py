@@ -8,20 +8,20 @@ from __future__ import annotations
 import contextlib
 from typing import Any, TypeVar
 
-from shared.errors import StoreUnavailable, TaskNotFound
-from shared.jobs import Message
-from shared.store import client_calls, create_calls
-from shared.store.call_types import ScriptCall
-from shared.store.client_calls import Answered, Cancelled
-from shared.store.clock import RedisClock
-from shared.store.create_calls import Admission, NewTask
-from shared.store.keyspace import Keys
-from shared.store.payloads import PLAIN, Payloads
-from shared.store.plans import Plan, ScriptPlans
-from shared.store.records import TaskRecord
-from shared.store.redis_errors import NotReplicated
-from shared.store.states import Reply
-from shared.store.tally import StatsTally
+from mcpq.shared.errors import StoreUnavailable, TaskNotFound
+from mcpq.shared.jobs import Message
+from mcpq.shared.store import client_calls, create_calls
+from mcpq.shared.store.call_types import ScriptCall
+from mcpq.shared.store.client_calls import Answered, Cancelled
+from mcpq.shared.store.clock import RedisClock
+from mcpq.shared.store.create_calls import Admission, NewTask
+from mcpq.shared.store.keyspace import Keys
+from mcpq.shared.store.payloads import PLAIN, Payloads
+from mcpq.shared.store.plans import Plan, ScriptPlans
+from mcpq.shared.store.records import TaskRecord
+from mcpq.shared.store.redis_errors import NotReplicated
+from mcpq.shared.store.states import Reply
+from mcpq.shared.store.tally import StatsTally
 
 T = TypeVar("T")
 
@@ -41,7 +41,7 @@ class TaskPlans(ScriptPlans):
         self.keys = keys
         #: Seals and opens payloads (``MCPQ_DATA_KEYS``).
         self.payloads = payloads
-        #: Where creates are counted (``shared.store.tally``); ``None``: in the create script.
+        #: Where creates are counted (``mcpq.shared.store.tally``); ``None``: in the create script.
         self.tally = tally
         #: Replicas that must confirm a create or an answer before it is acknowledged
         #: (``MCPQ_REDIS_MIN_REPLICAS``; 0: the primary's word is enough), and for how long
@@ -74,7 +74,7 @@ class TaskPlans(ScriptPlans):
     ) -> Plan[int | None]:
         """Persist a new task (and push its run's ``message``, see :func:`create_calls.create`);
         its ``createdAt`` (ms), or ``None`` if the ref exists already. Raises
-        :class:`~shared.store.create_calls.Refused` when ``admit`` refuses it (quota, rate, a
+        :class:`~mcpq.shared.store.create_calls.Refused` when ``admit`` refuses it (quota, rate, a
         replayed state): then nothing was written, and nothing sent."""
         if admit is not None and self.keys.shards > 1:
             # NOTE: two steps, because the principal's keys and the task's are on different

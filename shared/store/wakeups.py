@@ -30,7 +30,7 @@ from typing import Any
 
 import redis
 
-from shared.store.keyspace import Keys
+from mcpq.shared.store.keyspace import Keys
 
 log = logging.getLogger("mcpq.store")
 

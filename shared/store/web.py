@@ -2,7 +2,7 @@
 
 :class:`WebStore` bundles them, built by :func:`web_store` around the task face (tests: on a
 client of their own) or by ``clients.open_web_store`` (a server: from ``Settings``). Only
-``frontend.task_service`` holds the task face; the others go to the part of the web tier whose
+``mcpq.frontend.task_service`` holds the task face; the others go to the part of the web tier whose
 concern they are.
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.store.aio import AsyncTaskStore
-from shared.store.api_keys import ApiKeyLookup
-from shared.store.listing import TaskListing
-from shared.store.sessions import SessionStore
-from shared.store.stats import DeploymentStats
+from mcpq.shared.store.aio import AsyncTaskStore
+from mcpq.shared.store.api_keys import ApiKeyLookup
+from mcpq.shared.store.listing import TaskListing
+from mcpq.shared.store.sessions import SessionStore
+from mcpq.shared.store.stats import DeploymentStats
 
 
 @dataclass(frozen=True)

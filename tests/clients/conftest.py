@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS
+from mcpq.ops.harness.stack import Stack
+from mcpq.shared.settings import DEFAULT_TOOLS
 from tests.support.stacks import FAST_KNOBS, LiveStack
 
 CLIENT_TOOLS = f"{DEFAULT_TOOLS},tests.clients.tools_clients"

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from ops.conformance_runner import installed_version
+from mcpq.ops.harness.conformance_runner import installed_version
 from tests.clients.py_clients import last_json_line
 
 NODE_SOURCE = Path(__file__).resolve().parent / "node"

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ops.mcp_client import sse_messages
-from ops.stack import Stack
+from mcpq.ops.harness.mcp_client import sse_messages
+from mcpq.ops.harness.stack import Stack
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]
 

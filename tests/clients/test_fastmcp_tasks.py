@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ops.stack import Stack
+from mcpq.ops.harness.stack import Stack
 from tests.clients.py_clients import ScenarioRun, ensure_installed, run_scenario
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(240)]

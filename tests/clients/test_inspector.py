@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ops.stack import Stack
+from mcpq.ops.harness.stack import Stack
 from tests.clients.node_clients import NodeInstall, NodeRun, installed_or_skip, run_inspector_cli
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ops.stack import Stack
+from mcpq.ops.harness.stack import Stack
 from tests.clients.node_clients import NodeInstall, ScenarioRun, installed_or_skip, run_sdk_scenario
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(240)]

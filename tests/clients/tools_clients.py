@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.errors import TaskCancelled
-from shared.tools import ToolContext, tool
+from mcpq import TaskCancelled, ToolContext, tool
 
 
 @tool(task="optional", description="Test-only: reports `steps` progress messages, then returns.")

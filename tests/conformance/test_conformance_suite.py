@@ -1,7 +1,7 @@
 """The official MCP conformance suite (``@modelcontextprotocol/conformance``, ``tasks-*``
 scenarios) against a real stack: redis-server, one web process, one Celery worker.
 
-``ops.conformance_runner.run_conformance`` installs Node 22 and the suite into
+``mcpq.ops.harness.conformance_runner.run_conformance`` installs Node 22 and the suite into
 ``.cache/conformance`` (or ``$MCPQ_CONFORMANCE_DIR``) with npm on first use, then runs every
 scenario. The project's bar is 44 passed and 0 failed (the notifications scenario is skipped by
 the suite itself).
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ops.conformance_runner import ConformanceSummary, run_conformance
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS
+from mcpq.ops.harness.conformance_runner import ConformanceSummary, run_conformance
+from mcpq.ops.harness.stack import Stack
+from mcpq.shared.settings import DEFAULT_TOOLS
 from tests.support.stacks import LiveStack
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(240)]

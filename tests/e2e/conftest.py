@@ -1,9 +1,9 @@
 """Fixtures of the end-to-end layer: one real stack for the whole e2e session.
 
-The session stack (``ops.stack.Stack``, as a ``tests.support.stacks.LiveStack``) is a private
-redis-server, two web replicas (A and B, one gunicorn/uvicorn worker each) sharing it, and one
-Celery worker (concurrency 2) on the ``mcpq`` queue, started with the built-in tools plus
-``tests.e2e.tools_fixture``. Tests talk to it with ``ops.mcp_client.McpClient``.
+The session stack (``ops.harness.stack.Stack``, as a ``tests.support.stacks.LiveStack``) is a
+private redis-server, two web replicas (A and B, one gunicorn/uvicorn worker each) sharing it, and
+one Celery worker (concurrency 2) on the ``mcpq`` queue, started with the built-in tools plus
+``tests.e2e.tools_fixture``. Tests talk to it with ``mcpq.ops.harness.mcp_client.McpClient``.
 
 The worker's pool is ``io`` (threads, ``mcpq worker``'s default), unless a test module names
 more pools in ``POOLS`` (``tests.support.stacks.POOLS``: the modules whose tests exercise the
@@ -21,9 +21,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from ops.mcp_client import McpClient
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS
+from mcpq.ops.harness.mcp_client import McpClient
+from mcpq.ops.harness.stack import Stack
+from mcpq.shared.settings import DEFAULT_TOOLS
 from tests.support import rabbitmq
 from tests.support.stacks import LiveStack
 

@@ -23,10 +23,10 @@ import httpx
 import pytest
 import redis
 
-from ops.mcp_client import McpClient
-from ops.processes import wait_until
-from ops.redis_binary import RedisProcess
-from shared.store import Keys, task_ref
+from mcpq.ops.harness.mcp_client import McpClient
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.ops.runtime.redis_binary import RedisProcess
+from mcpq.shared.store import Keys, task_ref
 from tests.e2e.conftest import E2E_TOOLS
 
 # The end-to-end tests below are collected here again, and run against this module's stack.
@@ -147,10 +147,10 @@ def test_status_metrics_and_health_as_the_user(stack: AclStack, client: McpClien
         assert metrics.status_code == 200
         return metrics.text
 
-    # (an outcome reaches the counters within MCPQ_STATS_FLUSH_MS: shared.store.tally)
+    # (an outcome reaches the counters within MCPQ_STATS_FLUSH_MS: mcpq.shared.store.tally)
     wait_until(lambda: re.search(completed, scraped(), re.M), timeout=10, interval=0.2)
     status = subprocess.run(
-        [sys.executable, "-m", "ops.cli", "status"],
+        [sys.executable, "-m", "mcpq", "status"],
         env=stack.child_env(),
         capture_output=True,
         text=True,

@@ -17,10 +17,10 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from ops.mcp_client import McpClient, Reply
-from ops.processes import wait_until
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS
+from mcpq.ops.harness.mcp_client import McpClient, Reply
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.settings import DEFAULT_TOOLS
 from tests.support.issuer import LocalIssuer
 from tests.support.stacks import LiveStack
 
@@ -63,7 +63,7 @@ def client(stack: Stack, token: str | None, replica: int = 0) -> McpClient:
 
 def keys_cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ops.cli", "keys", *args],
+        [sys.executable, "-m", "mcpq", "keys", *args],
         env=stack.child_env(),
         capture_output=True,
         text=True,

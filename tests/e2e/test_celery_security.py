@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from kombu import Connection, Exchange, Producer, Queue
 
-from ops.mcp_client import McpClient, text_of
-from ops.processes import wait_until
-from ops.stack import Stack
+from mcpq.ops.harness.mcp_client import McpClient, text_of
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ops.mcp_client import McpClient
-from shared.protocol import PROTOCOL_VERSION, TASKS_EXTENSION
+from mcpq.ops.harness.mcp_client import McpClient
+from mcpq.shared.protocol import PROTOCOL_VERSION, TASKS_EXTENSION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 

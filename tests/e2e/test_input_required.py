@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from ops.mcp_client import McpClient, text_of
-from ops.processes import wait_until
-from ops.stack import Stack
-from shared.store import TERMINAL, task_ref
+from mcpq.ops.harness.mcp_client import McpClient, text_of
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.store import TERMINAL, task_ref
 from tests.support import stacks
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]

@@ -16,13 +16,13 @@ import httpx
 import pytest
 import redis
 
-from ops.mcp_client import McpClient, text_of
-from ops.processes import wait_until
-from ops.stack import Stack
-from shared.logs import task_hash
-from shared.protocol import PROTOCOL_VERSION
-from shared.settings import DEFAULT_TOOLS
-from shared.store import task_ref
+from mcpq.ops.harness.mcp_client import McpClient, text_of
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.logs import task_hash
+from mcpq.shared.protocol import PROTOCOL_VERSION
+from mcpq.shared.settings import DEFAULT_TOOLS
+from mcpq.shared.store import task_ref
 from tests.support.stacks import LiveStack
 
 TOOLS = f"{DEFAULT_TOOLS},tests.e2e.tools_fixture"

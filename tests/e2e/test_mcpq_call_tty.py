@@ -14,9 +14,9 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from ops.mcp_client import McpClient
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS
+from mcpq.ops.harness.mcp_client import McpClient
+from mcpq.ops.harness.stack import Stack
+from mcpq.shared.settings import DEFAULT_TOOLS
 from tests.support.stacks import LiveStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -40,7 +40,7 @@ def env_for(stack: Stack) -> dict[str, str]:
 def spawn(stack: Stack, *args: str, preexec_fn: Callable[[], None] | None = None) -> pexpect.spawn:
     return pexpect.spawn(
         sys.executable,
-        ["-m", "ops.cli", *args],
+        ["-m", "mcpq", *args],
         cwd=str(REPO),
         env=env_for(stack),
         encoding="utf-8",
@@ -64,7 +64,7 @@ def press_ctrl_c(child: pexpect.spawn) -> None:
 
 def mcpq(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ops.cli", *args],
+        [sys.executable, "-m", "mcpq", *args],
         cwd=REPO,
         env=env_for(stack),
         capture_output=True,

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from ops.mcp_client import McpClient
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS
-from shared.store import task_ref
+from mcpq.ops.harness.mcp_client import McpClient
+from mcpq.ops.harness.stack import Stack
+from mcpq.shared.settings import DEFAULT_TOOLS
+from mcpq.shared.store import task_ref
 from tests.support.stacks import LiveStack
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def client(admin_stack: Stack) -> Iterator[McpClient]:
 
 def mcpq(stack: Stack, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ops.cli", *args],
+        [sys.executable, "-m", "mcpq", *args],
         env=stack.child_env(),
         cwd=str(REPO),
         input=stdin,

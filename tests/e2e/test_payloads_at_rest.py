@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 import redis
 
-from ops.children import REPO
-from ops.mcp_client import McpClient, text_of
-from ops.stack import Stack
-from shared.sealing import new_data_key, sealed_kid
-from shared.store import task_ref
+from mcpq.ops.harness.children import REPO
+from mcpq.ops.harness.mcp_client import McpClient, text_of
+from mcpq.ops.harness.stack import Stack
+from mcpq.shared.sealing import new_data_key, sealed_kid
+from mcpq.shared.store import task_ref
 from tests.support.redis_server import AOF_ARGS
 from tests.support.stacks import FAST_KNOBS, LiveStack
 
@@ -259,7 +259,7 @@ def test_no_payload_reaches_redis_or_its_aof_in_plaintext(tmp_path: Path) -> Non
 def rotate(stack: Stack, keys: str) -> str:
     env = stack.child_env(MCPQ_DATA_KEYS=keys)
     done = subprocess.run(
-        [sys.executable, "-m", "ops.cli", "keys", "rotate-data", "--batch", "5"],
+        [sys.executable, "-m", "mcpq", "keys", "rotate-data", "--batch", "5"],
         env=env,
         cwd=REPO,
         capture_output=True,

@@ -26,11 +26,11 @@ from typing import Any
 import httpx
 import pytest
 
-from frontend.legacy.session import listing_scope
-from ops.mcp_client import McpClient, text_of
-from ops.processes import wait_until
-from ops.stack import Stack
-from shared.protocol import (
+from mcpq.frontend.legacy.session import listing_scope
+from mcpq.ops.harness.mcp_client import McpClient, text_of
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.protocol import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
@@ -38,7 +38,7 @@ from shared.protocol import (
     PROTOCOL_VERSION,
     TASKS_EXTENSION,
 )
-from shared.store import Keys, task_ref
+from mcpq.shared.store import Keys, task_ref
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 

@@ -17,9 +17,9 @@ import mcp_types as types
 import pytest
 
 from mcpq import client as tasks
-from ops.mcp_client import McpClient
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS
+from mcpq.ops.harness.mcp_client import McpClient
+from mcpq.ops.harness.stack import Stack
+from mcpq.shared.settings import DEFAULT_TOOLS
 from tests.support.stacks import FAST_KNOBS, LiveStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]

@@ -19,12 +19,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ops.mcp_client import McpClient
-from ops.processes import wait_until
-from ops.stack import Stack
-from ops.status import collect, render
-from shared.settings import DEFAULT_TOOLS, Settings
-from shared.store import task_ref
+from mcpq.ops.cli.status import collect, render
+from mcpq.ops.harness.mcp_client import McpClient
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.settings import DEFAULT_TOOLS, Settings
+from mcpq.shared.store import task_ref
 from tests.support import rabbitmq, stacks
 from tests.support.stacks import FAST_KNOBS, LiveStack
 

@@ -35,7 +35,7 @@ import json, os, signal, subprocess, sys, time
 port, code, ip = sys.argv[1], sys.argv[2], sys.argv[3]
 if ip:  # a new network namespace: its loopback starts down
     subprocess.run([ip, "link", "set", "lo", "up"], check=True)
-dev = subprocess.Popen([sys.executable, "-m", "ops.cli", "dev", "--port", port],
+dev = subprocess.Popen([sys.executable, "-m", "mcpq", "dev", "--port", port],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 seen, ready = [], False
 deadline = time.monotonic() + 150

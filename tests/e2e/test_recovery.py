@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from ops.mcp_client import McpClient, text_of
-from ops.stack import Stack
-from shared.store import task_ref
+from mcpq.ops.harness.mcp_client import McpClient, text_of
+from mcpq.ops.harness.stack import Stack
+from mcpq.shared.store import task_ref
 from tests.support import stacks
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]

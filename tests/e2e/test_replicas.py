@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ops.mcp_client import McpClient, text_of
+from mcpq.ops.harness.mcp_client import McpClient, text_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 

@@ -25,8 +25,8 @@ from mcp.client import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.session import ClientRequestContext
 from pydantic import ConfigDict
 
-from ops.stack import Stack
-from shared.protocol import TASKS_EXTENSION
+from mcpq.ops.harness.stack import Stack
+from mcpq.shared.protocol import TASKS_EXTENSION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 

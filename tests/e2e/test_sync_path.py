@@ -7,10 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from ops.mcp_client import McpClient, text_of
-from ops.processes import wait_until
-from ops.stack import Stack
-from shared.protocol import TASKS_EXTENSION
+from mcpq.ops.harness.mcp_client import McpClient, text_of
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.protocol import TASKS_EXTENSION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 

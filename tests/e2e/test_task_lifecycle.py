@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from ops.mcp_client import McpClient, text_of
-from ops.processes import descendant_pids, pid_alive, wait_until
-from ops.stack import Stack
-from shared.logs import task_hash
-from shared.store import task_ref
+from mcpq.ops.harness.mcp_client import McpClient, text_of
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import descendant_pids, pid_alive, wait_until
+from mcpq.shared.logs import task_hash
+from mcpq.shared.store import task_ref
 from tests.support import stacks
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
@@ -191,7 +191,7 @@ def test_tasks_methods_without_the_opt_in_are_rejected(client: McpClient) -> Non
 
 
 def _stubborn_run_let_go(client: McpClient, stack: Stack, task_id: str) -> None:
-    """The io pool's way (``workers.execution``): after the grace the tool's thread gets
+    """The io pool's way (``mcpq.workers.execution``): after the grace the tool's thread gets
     ``TaskCancelled`` raised in it, and the job lets go of the run at once: the run ends
     ``abandoned``, the pool's slot serves the next job, the process and its other runs go on."""
     needle = f'"task":"{task_hash(task_ref(task_id))}"'

@@ -2,7 +2,7 @@
 
 The web and worker processes run with the repository root as their working directory and on
 ``PYTHONPATH``, so this module imports as ``tests.e2e.tools_fixture`` (``tests`` and ``tests/e2e``
-are namespace packages). It only imports ``shared.tools``, like any tool module.
+are namespace packages). It only imports ``mcpq.shared.tools``, like any tool module.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import asyncio
 import time
 from pathlib import Path
 
-from shared.tools import ToolContext, tool
+from mcpq import ToolContext, tool
 
 
 @tool(

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from ops.processes import descendant_pids, pid_alive, read_proc_stat
-from ops.redis_binary import IN_MEMORY_ARGS
-from ops.stack import Stack
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import descendant_pids, pid_alive, read_proc_stat
+from mcpq.ops.runtime.redis_binary import IN_MEMORY_ARGS
 from tests.faults.support import FAULT_KNOBS, FAULT_TOOLS, MakeStack
 from tests.support import rabbitmq
 from tests.support.redis_server import AOF_ARGS

@@ -1,10 +1,10 @@
 """A web app that dies between persisting a task and enqueueing its run (fault tests only).
 
-gunicorn serves it instead of ``frontend.entry:app``: ``Stack.start_web(app=FAULT_APP)``, where
+gunicorn serves it instead of ``mcpq.frontend.entry:app``: ``Stack.start_web(app=FAULT_APP)``, where
 :data:`FAULT_APP` calls the factory below (gunicorn's ``module:factory()`` syntax), so importing
 this module builds nothing. The repository root is on the children's ``PYTHONPATH``, so it
 imports as ``tests.faults.fault_app``. The app is the production one from
-``frontend.app.create_app`` with one dependency swapped: a producer whose ``enqueue`` ends the
+``mcpq.frontend.app.create_app`` with one dependency swapped: a producer whose ``enqueue`` ends the
 process at once, as a crash or an OOM kill would between ``create.lua`` and the Celery publish.
 Nothing in the product knows about it.
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 
-from frontend.app import create_app
-from frontend.asgi_adapter import AsgiAdapter
-from shared import logs
-from shared.jobs import Run
-from shared.settings import Settings
+from mcpq.frontend.app import create_app
+from mcpq.frontend.asgi_adapter import AsgiAdapter
+from mcpq.shared import logs
+from mcpq.shared.jobs import Run
+from mcpq.shared.settings import Settings
 
 FAULT_APP = "tests.faults.fault_app:dies_before_enqueue()"
 EXIT_CODE = 70
@@ -39,7 +39,7 @@ class DyingProducer:
 
 
 def dies_before_enqueue() -> AsgiAdapter:
-    """What ``frontend.entry`` builds, with the :class:`DyingProducer`."""
+    """What ``mcpq.frontend.entry`` builds, with the :class:`DyingProducer`."""
     settings = Settings.from_env()
     logs.configure(settings.log_format, settings.log_level)
     return create_app(settings, producer=DyingProducer())

@@ -1,9 +1,9 @@
 """Helpers of the fault layer: its knobs and tools, and a task watcher.
 
-Fault stacks are :class:`tests.support.stacks.LiveStack` (``ops.stack.Stack``: own redis-server
-on a free loopback port, web and Celery worker process groups, leftovers asserted on close),
-built by the ``make_stack`` fixture with :data:`FAULT_TOOLS`, :data:`FAULT_KNOBS` and, when a
-test stops and restarts Redis, AOF (``appendonly yes``, ``appendfsync everysec``) in a data dir
+Fault stacks are :class:`tests.support.stacks.LiveStack` (``ops.harness.stack.Stack``: own
+redis-server on a free loopback port, web and Celery worker process groups, leftovers asserted on
+close), built by the ``make_stack`` fixture with :data:`FAULT_TOOLS`, :data:`FAULT_KNOBS` and, when
+a test stops and restarts Redis, AOF (``appendonly yes``, ``appendfsync everysec``) in a data dir
 under the test's ``tmp_path``.
 
 ``TaskWatch`` polls ``tasks/get`` for many tasks and remembers every status and every
@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ops.mcp_client import McpClient
-from ops.processes import wait_until
-from ops.stack import Stack
-from shared.settings import DEFAULT_TOOLS
-from shared.store import TERMINAL, Keys
+from mcpq.ops.harness.mcp_client import McpClient
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.settings import DEFAULT_TOOLS
+from mcpq.shared.store import TERMINAL, Keys
 from tests.support.stacks import FAST_KNOBS
 
 FAULT_TOOLS = f"{DEFAULT_TOOLS},tests.faults.tools_faults"

@@ -27,11 +27,11 @@ from typing import Any
 
 import pytest
 
-from ops.mcp_client import McpClient, Reply, text_of
-from ops.redis_binary import RedisProcess
-from shared.errors import StoreUnavailable, TaskLost
-from shared.settings import DEFAULT_TOOLS
-from shared.store.keyspace import Keys, slot
+from mcpq.ops.harness.mcp_client import McpClient, Reply, text_of
+from mcpq.ops.runtime.redis_binary import RedisProcess
+from mcpq.shared.errors import StoreUnavailable, TaskLost
+from mcpq.shared.settings import DEFAULT_TOOLS
+from mcpq.shared.store.keyspace import Keys, slot
 from tests.support.redis_cluster import LocalCluster, cluster_binaries
 from tests.support.stacks import FAST_KNOBS, LiveStack
 

@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from ops.mcp_client import McpClient, text_of
-from ops.processes import wait_until
-from shared.sealing import new_data_key
-from shared.store import task_ref
+from mcpq.ops.harness.mcp_client import McpClient, text_of
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.sealing import new_data_key
+from mcpq.shared.store import task_ref
 from tests.faults.support import MakeStack
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]

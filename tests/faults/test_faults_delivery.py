@@ -20,12 +20,12 @@ import httpx
 import pytest
 from celery import Celery
 
-from ops.mcp_client import McpClient, text_of
-from ops.processes import wait_until
-from shared.celery_config import celery_config
-from shared.jobs import Run, send_run
-from shared.settings import Settings
-from shared.store import task_ref
+from mcpq.ops.harness.mcp_client import McpClient, text_of
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.celery_config import celery_config
+from mcpq.shared.jobs import Run, send_run
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import task_ref
 from tests.faults.fault_app import EXIT_CODE, FAULT_APP
 from tests.faults.support import KEYS, MakeStack, lines
 from tests.support.stacks import BROKERS

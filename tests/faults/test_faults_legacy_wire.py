@@ -29,12 +29,12 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ops.children import REPO, Child
-from ops.mcp_client import text_of
-from ops.processes import wait_until
-from ops.stack import Stack
-from shared.protocol import META_RELATED_TASK
-from shared.store import TERMINAL, task_ref
+from mcpq.ops.harness.children import REPO, Child
+from mcpq.ops.harness.mcp_client import text_of
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.protocol import META_RELATED_TASK
+from mcpq.shared.store import TERMINAL, task_ref
 from tests.faults.support import KEYS, MakeStack, lines, open_gauges
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
@@ -193,7 +193,7 @@ def _metric(url: str, name: str, **labels: str) -> float:
 def _status_totals(stack: Stack) -> tuple[str, dict[str, int]]:
     """``mcpq status --no-ping`` as an operator runs it: its output and its ``(total)`` lines."""
     out = subprocess.run(
-        [sys.executable, "-m", "ops.cli", "status", "--no-ping"],
+        [sys.executable, "-m", "mcpq", "status", "--no-ping"],
         env=stack.child_env(),
         cwd=str(REPO),
         capture_output=True,
@@ -296,7 +296,7 @@ def test_legacy_task_survives_sigkill_of_its_worker(make_stack: MakeStack, tmp_p
         session.close()
 
     # Counted like any other task: once created, once completed, under its tool's name (the
-    # counts reach the stats within MCPQ_STATS_FLUSH_MS: shared.store.tally).
+    # counts reach the stats within MCPQ_STATS_FLUSH_MS: mcpq.shared.store.tally).
     expected = {"created": 1, "completed": 1, "failed": 0, "cancelled": 0, "poisoned": 0}
 
     def counted() -> dict[str, int]:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ops.mcp_client import McpClient, text_of
-from ops.processes import wait_until
-from shared.store import task_ref
+from mcpq.ops.harness.mcp_client import McpClient, text_of
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.store import task_ref
 from tests.faults.support import ACCEPT, KEYS, MakeStack, TaskWatch, lines, open_gauges
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]

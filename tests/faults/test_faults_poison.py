@@ -10,7 +10,7 @@ expired lease counts as a run that lost its worker, and at the third the sweeper
 - io pool: the tool kills the whole worker (a thread pool shares its process): the test starts a
   new worker each time, as a platform restarts a crashed dyno. Such a loss says nothing of which
   of the process's runs was the cause, so it is not counted: at the second the task runs in a
-  process of its own (``workers.solo``), whose three deaths, its worker living on, fail it.
+  process of its own (``mcpq.workers.solo``), whose three deaths, its worker living on, fail it.
 
 Also here, through ``tasks/get``: a progress text is not shown any more once the task asks for
 input or ends.
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from ops.mcp_client import McpClient, text_of
-from ops.processes import wait_until
-from ops.stack import Stack
-from ops.status import Status, render
-from shared.store import task_ref
+from mcpq.ops.cli.status import Status, render
+from mcpq.ops.harness.mcp_client import McpClient, text_of
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.store import task_ref
 from tests.faults.support import ACCEPT, MakeStack, lines
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
@@ -91,7 +91,7 @@ def test_a_tool_that_kills_its_worker_fails_after_three_runs(
         # Three runs of its own, each lost; about one lease and one sweep apiece (plus worker
         # restarts). In an io pool (a process that takes other jobs) its first two losses say
         # nothing of the tool (judge_loss: shared); from the second on it runs in a process of
-        # its own (workers.solo), whose deaths count.
+        # its own (mcpq.workers.solo), whose deaths count.
         runs = RUNS_BEFORE_POISONED[pool]
         assert lines(calls) == ["call"] * runs
         stored = stack.task_hash(task_ref(task_id))

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from ops.mcp_client import McpClient, Reply, text_of
-from ops.processes import wait_until
-from shared.store import task_ref
+from mcpq.ops.harness.mcp_client import McpClient, Reply, text_of
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.store import task_ref
 from tests.faults.support import (
     ACCEPT,
     KEYS,
@@ -171,7 +171,7 @@ def test_200_tasks_survive_a_redis_restart(make_stack: MakeStack, tmp_path: Path
         def everyone_noticed() -> bool:
             logs = [w.log() for w in stack.workers]
             died = all(any(f"[{ref}] raised unexpected" in log for log in logs) for ref in running)
-            # The consumer's reconnect is mcpq's own (workers.broker_watch), bounded in time.
+            # The consumer's reconnect is mcpq's own (mcpq.workers.broker_watch), bounded in time.
             return died and all("cannot reach the broker at" in log for log in logs)
 
         wait_until(everyone_noticed, timeout=20, interval=0.1, message="the outage noticed")

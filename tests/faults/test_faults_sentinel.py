@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from ops.mcp_client import McpClient, Reply
-from ops.processes import descendant_pids, pid_alive, wait_until
+from mcpq.ops.harness.mcp_client import McpClient, Reply
+from mcpq.ops.runtime.processes import descendant_pids, pid_alive, wait_until
 from tests.faults.support import FAULT_KNOBS, FAULT_TOOLS
 from tests.support.sentinel import SentinelGroup, SentinelStack
 

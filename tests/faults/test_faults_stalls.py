@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from ops.mcp_client import McpClient, text_of
-from ops.processes import descendant_pids, pid_alive, wait_until
-from shared.store import task_ref
+from mcpq.ops.harness.mcp_client import McpClient, text_of
+from mcpq.ops.runtime.processes import descendant_pids, pid_alive, wait_until
+from mcpq.shared.store import task_ref
 from tests.faults.support import MakeStack, lines
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(90)]

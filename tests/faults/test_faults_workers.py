@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from ops.mcp_client import McpClient, text_of
-from ops.processes import wait_until
-from ops.stack import Child, Stack
-from shared.store import task_ref
+from mcpq.ops.harness.mcp_client import McpClient, text_of
+from mcpq.ops.harness.stack import Child, Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.store import task_ref
 from tests.faults.support import ACCEPT, KEYS, MakeStack, TaskWatch, lines, open_gauges
 from tests.support.stacks import BROKERS
 

@@ -18,7 +18,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from shared.tools import ToolContext, tool
+from mcpq import ToolContext, tool
 
 HELD_QUEUE = "faults-held"
 """Queue of ``ask_held``: served by a worker whose input hold is long (the run keeps its slot)."""

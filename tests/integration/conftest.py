@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 import redis
 
-from shared.store import Keys, NewTask, task_ref
-from shared.store.keyspace import Shard
+from mcpq.shared.store import Keys, NewTask, task_ref
+from mcpq.shared.store.keyspace import Shard
 from tests.support.procs import wait_until
 from tests.support.redis_server import RedisProcess, redis_servers_to_test
 from tests.support.white_box import WhiteBoxStore
@@ -162,7 +162,7 @@ def key_leak_checker(request: pytest.FixtureRequest) -> Iterator[KeyLeakChecker 
 
 @dataclass
 class RedisClock:
-    """Redis's clock as the store's scripts get it (``shared.store.clock``: ``TIME`` read now
+    """Redis's clock as the store's scripts get it (``mcpq.shared.store.clock``: ``TIME`` read now
     and then, carried forward on the monotonic clock), so a test that waits past a deadline
     waits past it on the scripts' clock, not on one a fraction of a millisecond apart."""
 

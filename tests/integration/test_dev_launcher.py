@@ -47,7 +47,8 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.timeout(180),
     pytest.mark.skipif(
-        importlib.util.find_spec("frontend.entry") is None, reason="frontend.entry not written yet"
+        importlib.util.find_spec("mcpq.frontend.entry") is None,
+        reason="mcpq.frontend.entry not written yet",
     ),
 ]
 
@@ -129,7 +130,7 @@ def executable_of(pid: int) -> str:
 def test_dev_serves_mcp_and_leaves_no_process_behind_on_ctrl_c(tmp_path: Path) -> None:
     port = free_port()
     launcher = start_process_group(
-        [sys.executable, "-m", "ops.cli", "dev", "--port", str(port)],
+        [sys.executable, "-m", "mcpq", "dev", "--port", str(port)],
         env=launcher_env(tmp_path),
         cwd=str(REPO),
     )

@@ -24,7 +24,7 @@ def test_a_taken_port_is_one_line_and_nothing_starts(tmp_path: Path) -> None:
         env["XDG_RUNTIME_DIR"] = str(tmp_path)
         started = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "ops.cli", "dev", "--port", str(port)],
+            [sys.executable, "-m", "mcpq", "dev", "--port", str(port)],
             cwd=REPO,
             env=env,
             capture_output=True,

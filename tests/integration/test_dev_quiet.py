@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 TOOL_MODULE = '''
-from shared.tools import ToolContext, tool
+from mcpq.shared.tools import ToolContext, tool
 
 
 @tool(task="required")
@@ -57,7 +57,7 @@ def dev_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 def start_dev(tmp_path: Path, port: int, *args: str, **extra: str) -> subprocess.Popen[bytes]:
     (tmp_path / "run").mkdir(exist_ok=True)
     return start_process_group(
-        [sys.executable, "-m", "ops.cli", "dev", "--port", str(port), *args],
+        [sys.executable, "-m", "mcpq", "dev", "--port", str(port), *args],
         env=dev_env(tmp_path, **extra),
         cwd=str(tmp_path),
     )
@@ -145,7 +145,7 @@ def run_dev_briefly(tmp_path: Path, **extra: str) -> tuple[int, list[str], float
     (tmp_path / "run").mkdir(exist_ok=True)
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "ops.cli", "dev", "--port", str(free_port())],
+        [sys.executable, "-m", "mcpq", "dev", "--port", str(free_port())],
         cwd=tmp_path,
         env=dev_env(tmp_path, **extra),
         capture_output=True,
@@ -169,10 +169,10 @@ def test_a_missing_tool_module_is_one_line_before_anything_starts(tmp_path: Path
 def test_a_tool_module_that_fails_is_one_line_naming_it_and_the_cause(tmp_path: Path) -> None:
     (tmp_path / "broken.py").write_text("import json\n\nraise RuntimeError('boom at import')\n")
     (tmp_path / "needs.py").write_text("import nosuchdependency  # noqa\n")
-    code, lines, _ = run_dev_briefly(tmp_path, MCPQ_TOOLS="tools.demo,broken")
+    code, lines, _ = run_dev_briefly(tmp_path, MCPQ_TOOLS="mcpq.demo,broken")
     assert code == 1
     assert len(lines) == 1, lines
-    assert lines[0].startswith("mcpq | MCPQ_TOOLS=tools.demo,broken: module 'broken' failed"), lines
+    assert lines[0].startswith("mcpq | MCPQ_TOOLS=mcpq.demo,broken: module 'broken' failed"), lines
     assert "RuntimeError: boom at import" in lines[0]
     assert f"{tmp_path / 'broken.py'}:3" in lines[0]
 

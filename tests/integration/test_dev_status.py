@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ops.status import locate_redis
+from mcpq.ops.cli.status import locate_redis
 from tests.support.procs import (
     OutputLines,
     free_port,
@@ -45,7 +45,7 @@ def test_status_finds_a_running_dev_and_names_its_redis(tmp_path: Path) -> None:
     env = environment(runtime)
     port = free_port()
     launcher = start_process_group(
-        [sys.executable, "-m", "ops.cli", "dev", "--port", str(port), "--no-worker"],
+        [sys.executable, "-m", "mcpq", "dev", "--port", str(port), "--no-worker"],
         env=env,
         cwd=str(REPO),
     )
@@ -58,7 +58,7 @@ def test_status_finds_a_running_dev_and_names_its_redis(tmp_path: Path) -> None:
         dev_url = redis_line.split("mcpq | redis: ", 1)[1].split()[0]
 
         run = subprocess.run(
-            [sys.executable, "-m", "ops.cli", "status", "--no-ping"],
+            [sys.executable, "-m", "mcpq", "status", "--no-ping"],
             env=env,
             cwd=str(REPO),
             capture_output=True,
@@ -107,7 +107,7 @@ def test_status_of_an_unreachable_redis_is_one_line_and_exit_1(tmp_path: Path) -
     env = environment(tmp_path)
     env["REDIS_URL"] = f"redis://:hunter2@127.0.0.1:{free_port()}/0"
     run = subprocess.run(
-        [sys.executable, "-m", "ops.cli", "status"],
+        [sys.executable, "-m", "mcpq", "status"],
         env=env,
         cwd=str(REPO),
         capture_output=True,

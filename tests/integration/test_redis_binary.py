@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from ops import redis_binary
-from ops.redis_binary import (
+from mcpq.ops.runtime import redis_binary
+from mcpq.ops.runtime.redis_binary import (
     RedisBinary,
     RedisBinaryError,
     RedisProcess,

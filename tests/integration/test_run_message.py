@@ -13,14 +13,14 @@ from typing import Any
 import redis
 from kombu import Connection, Consumer, Queue
 
-from frontend.producer import CeleryProducer
-from ops.redis_binary import RedisProcess
-from shared.jobs import REQUEST_ID_HEADER, Message, Run, read_run
-from shared.settings import Settings
-from shared.store import task_ref
-from shared.store.calls import Admission, NewTask, Refused
+from mcpq.frontend.producer import CeleryProducer
+from mcpq.ops.runtime.redis_binary import RedisProcess
+from mcpq.shared.jobs import REQUEST_ID_HEADER, Message, Run, read_run
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import task_ref
+from mcpq.shared.store.calls import Admission, NewTask, Refused
+from mcpq.workers.redis_transport import TRANSPORT
 from tests.support.white_box import field, in_index
-from workers.redis_transport import TRANSPORT
 
 
 def test_the_message_is_celerys_own_and_is_not_sent(redis_process: RedisProcess) -> None:

@@ -15,11 +15,11 @@ import pytest
 import redis
 import redis.cluster
 
-from shared.sealing import new_data_key
-from shared.store import AdminError, Keys, Reply, TaskAdmin, TaskFilter, TaskStatus, TaskStore
-from shared.store.admin import UNREADABLE
-from shared.store.admin_scan import SCAN_COUNT, ScanPosition, scan_refs
-from shared.store.payloads import PLAIN, Payloads
+from mcpq.shared.sealing import new_data_key
+from mcpq.shared.store import AdminError, Keys, Reply, TaskAdmin, TaskFilter, TaskStatus, TaskStore
+from mcpq.shared.store.admin import UNREADABLE
+from mcpq.shared.store.admin_scan import SCAN_COUNT, ScanPosition, scan_refs
+from mcpq.shared.store.payloads import PLAIN, Payloads
 from tests.integration.conftest import RedisClock, TaskFactory
 from tests.support.redis_cluster import LocalCluster, cluster_binaries
 from tests.support.white_box import WhiteBoxStore
@@ -365,7 +365,7 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 
 
 def test_a_finished_listing_walks_every_primary_of_a_cluster(cluster: LocalCluster) -> None:
-    # The cluster client stands in for a plain one, as shared.store.clients hands it out.
+    # The cluster client stands in for a plain one, as mcpq.shared.store.clients hands it out.
     cluster_client = redis.cluster.RedisCluster.from_url(cluster.url, decode_responses=True)
     client = cast(redis.Redis, cluster_client)
     keys = Keys(prefix="adm", shards=6)

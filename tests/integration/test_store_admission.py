@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.store import Admission, NewTask, Refused, TaskStatus, task_ref
-from shared.store.calls import ADMIT_GRACE_MS
+from mcpq.shared.store import Admission, NewTask, Refused, TaskStatus, task_ref
+from mcpq.shared.store.calls import ADMIT_GRACE_MS
 
 OWNER = "principal-quota"
 

@@ -20,12 +20,12 @@ import redis
 import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection
 
-from shared.errors import StoreUnavailable, TaskNotFound
-from shared.settings import Settings
-from shared.store import AsyncTaskStore, Keys, NewTask, lean, task_ref
-from shared.store.clients import async_client, sync_client
-from shared.store.lean import LeanWrites
-from shared.wire import Task
+from mcpq.shared.errors import StoreUnavailable, TaskNotFound
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import AsyncTaskStore, Keys, NewTask, lean, task_ref
+from mcpq.shared.store.clients import async_client, sync_client
+from mcpq.shared.store.lean import LeanWrites
+from mcpq.shared.wire import Task
 from tests.support.redis_server import RedisProcess
 from tests.support.white_box import WhiteBoxStore
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.settings import Settings
-from shared.store import open_store
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import open_store
 from tests.support.redis_cluster import LocalCluster, cluster_binaries
 
 pytestmark = pytest.mark.skipif(cluster_binaries() is None, reason="needs Redis 7 and redis-cli")

@@ -1,9 +1,9 @@
 """Fewer Redis commands per task, without changing what clients see:
 
-- status reports are written late (``workers.reports``): a run that ends within
+- status reports are written late (``mcpq.workers.reports``): a run that ends within
   ``MCPQ_REPORT_DELAY_MS`` spends no write on them, a run that goes on shows the latest one,
   counted as every report it stands for, and a run's other writes never overtake its report;
-- the scripts stamp Redis's time without a ``TIME`` each (``shared.store.clock``);
+- the scripts stamp Redis's time without a ``TIME`` each (``mcpq.shared.store.clock``);
 - a claim moves the task's deadline in the due index instead of between two indexes;
 - the due index holds a task until its expiry at the latest (no expiry index of its own);
 - a change is published only once a client watches the task."""
@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 import redis
 
-from shared.errors import TaskCancelled
-from shared.store import Reply, TaskStatus, TaskStore, task_ref
-from shared.store.calls import NewTask
-from shared.store.records import POLL_FIELDS
-from shared.store.tally import StatsTally
+from mcpq.shared.errors import TaskCancelled
+from mcpq.shared.store import Reply, TaskStatus, TaskStore, task_ref
+from mcpq.shared.store.calls import NewTask
+from mcpq.shared.store.records import POLL_FIELDS
+from mcpq.shared.store.tally import StatsTally
+from mcpq.workers.context import RunContext
+from mcpq.workers.reports import ReportFlusher
 from tests.integration.conftest import RedisClock, TaskFactory
 from tests.support.white_box import WhiteBoxStore, field, heard, in_index, quiet_watch
-from workers.context import RunContext
-from workers.reports import ReportFlusher
 
 RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done"}]}
 DELAY_S = 0.2

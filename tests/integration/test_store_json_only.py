@@ -13,8 +13,8 @@ import uuid
 import orjson
 import pytest
 
-from shared.store.calls import NewTask
-from shared.store.keyspace import task_ref
+from mcpq.shared.store.calls import NewTask
+from mcpq.shared.store.keyspace import task_ref
 
 PICKLE_HEADER = b"\x80"
 JSON_FIELDS = {"args", "caps", "pre", "result", "error"}

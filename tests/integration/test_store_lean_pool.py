@@ -23,10 +23,16 @@ import redis
 import redis.asyncio as aioredis
 import redis.exceptions as rexc
 
-from shared.settings import Settings
-from shared.store import AsyncTaskStore, Keys, NewTask, TaskStore, task_ref
-from shared.store.clients import async_client, sync_client
-from shared.store.lean import LeanPool, LeanSyncPool, LeanWrites, lean_enabled, lean_sync_enabled
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import AsyncTaskStore, Keys, NewTask, TaskStore, task_ref
+from mcpq.shared.store.clients import async_client, sync_client
+from mcpq.shared.store.lean import (
+    LeanPool,
+    LeanSyncPool,
+    LeanWrites,
+    lean_enabled,
+    lean_sync_enabled,
+)
 from tests.support.redis_server import RedisProcess, redis_server
 
 OWNER = "principal-alice"

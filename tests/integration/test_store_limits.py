@@ -1,16 +1,16 @@
-"""What a running tool hands the store is bounded (``shared.bounds``): an oversized result or
+"""What a running tool hands the store is bounded (``mcpq.shared.bounds``): an oversized result or
 step value is the tool's error, a long status message is cut; nothing oversized reaches Redis."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.bounds import json_bytes
-from shared.errors import ToolError
-from shared.store import TaskStatus
+from mcpq.shared.bounds import json_bytes
+from mcpq.shared.errors import ToolError
+from mcpq.shared.store import TaskStatus
+from mcpq.workers.context import RunContext
+from mcpq.workers.runner import _outcome
 from tests.support.white_box import quiet_watch
-from workers.context import RunContext
-from workers.runner import _outcome
 
 
 def test_an_oversized_result_ends_as_a_tool_error_naming_the_setting() -> None:

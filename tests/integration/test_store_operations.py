@@ -7,7 +7,7 @@ import asyncio
 
 import redis.asyncio as aioredis
 
-from shared.store import AsyncTaskStore, Keys, web_store
+from mcpq.shared.store import AsyncTaskStore, Keys, web_store
 from tests.support.redis_server import RedisProcess
 from tests.support.white_box import WhiteBoxStore
 

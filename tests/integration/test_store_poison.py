@@ -14,11 +14,11 @@ import time
 
 import pytest
 
-from shared.settings import Settings
-from shared.store import Claim, Due, Renewal, Reply, TaskStatus
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import Claim, Due, Renewal, Reply, TaskStatus
+from mcpq.workers.sweeper import poisoned_message, sweep_once
 from tests.integration.conftest import RedisClock, TaskFactory, stats_hash
 from tests.support.white_box import WhiteBoxStore, field, heard, in_index
-from workers.sweeper import poisoned_message, sweep_once
 
 LEASE_MS = 50
 MAX_RUNS = 3

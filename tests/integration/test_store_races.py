@@ -18,7 +18,7 @@ import orjson
 import pytest
 import redis
 
-from shared.store import Cancelled, Claim, InputPoll, Renewal, Reply, TaskStatus
+from mcpq.shared.store import Cancelled, Claim, InputPoll, Renewal, Reply, TaskStatus
 from tests.integration.conftest import stats_hash
 from tests.support.white_box import WhiteBoxStore
 

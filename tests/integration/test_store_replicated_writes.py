@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from ops.processes import wait_until
-from shared.settings import Settings
-from shared.store import AsyncTaskStore, Keys, NewTask, Reply, TaskStore, task_ref
-from shared.store.clients import async_client, sync_client
-from shared.store.redis_errors import NotReplicated
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import AsyncTaskStore, Keys, NewTask, Reply, TaskStore, task_ref
+from mcpq.shared.store.clients import async_client, sync_client
+from mcpq.shared.store.redis_errors import NotReplicated
 from tests.support.redis_cluster import LocalCluster, cluster_binaries
 from tests.support.redis_server import IN_MEMORY_ARGS, RedisProcess
 

@@ -16,10 +16,10 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from shared.errors import StoreUnavailable
-from shared.settings import Settings
-from shared.store import AsyncTaskStore, Keys, NewTask, Reply, TaskStatus, TaskStore, task_ref
-from shared.store.clients import async_client, sync_client
+from mcpq.shared.errors import StoreUnavailable
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import AsyncTaskStore, Keys, NewTask, Reply, TaskStatus, TaskStore, task_ref
+from mcpq.shared.store.clients import async_client, sync_client
 from tests.support.redis_server import RedisProcess
 
 OWNER = "principal-alice"

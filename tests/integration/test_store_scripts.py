@@ -12,8 +12,8 @@ from contextlib import contextmanager
 import orjson
 import redis
 
-from shared.store import Answered, Cancelled, Renewal, Reply, TaskStatus, task_ref
-from shared.store.calls import Claim, InputPoll, NewTask
+from mcpq.shared.store import Answered, Cancelled, Renewal, Reply, TaskStatus, task_ref
+from mcpq.shared.store.calls import Claim, InputPoll, NewTask
 from tests.support.white_box import field, heard, in_index
 
 RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done ✓"}]}

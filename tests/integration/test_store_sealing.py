@@ -7,9 +7,9 @@ import uuid
 
 import redis
 
-from shared.sealing import new_data_key, sealed_kid
-from shared.store import Keys, NewTask, Reply, TaskStatus, TaskStore, calls, rotation, task_ref
-from shared.store.payloads import Payloads
+from mcpq.shared.sealing import new_data_key, sealed_kid
+from mcpq.shared.store import Keys, NewTask, Reply, TaskStatus, TaskStore, calls, rotation, task_ref
+from mcpq.shared.store.payloads import Payloads
 
 MARK = f"zq{uuid.uuid4().hex[:12]}"
 KEY1, KEY2 = new_data_key(), new_data_key()

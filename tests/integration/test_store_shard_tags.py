@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ops import preflight
-from shared.settings import Settings
-from shared.store.keyspace import CLUSTER_SLOTS, Keys, shard_tags, slot
+from mcpq.ops.runtime import preflight
+from mcpq.shared.settings import Settings
+from mcpq.shared.store.keyspace import CLUSTER_SLOTS, Keys, shard_tags, slot
 
 
 def test_one_shard_keeps_the_key_names_of_a_single_redis() -> None:
@@ -43,7 +43,7 @@ def test_a_task_and_its_indexes_share_a_slot() -> None:
 
 
 def test_a_cluster_store_refuses_to_start_without_a_broker_of_its_own() -> None:
-    base = Settings(tools=("tools.demo",), data_keys="plaintext", redis_cluster=True)
+    base = Settings(tools=("mcpq.demo",), data_keys="plaintext", redis_cluster=True)
     message = preflight.worker_problem(base)
     assert message is not None and "CELERY_BROKER_URL" in message and "\n" not in message
     same = Settings(**{**base.__dict__, "broker_url": base.redis_url})

@@ -8,7 +8,7 @@ would describe something that is over.
 
 from __future__ import annotations
 
-from shared.store import TaskStatus
+from mcpq.shared.store import TaskStatus
 from tests.integration.conftest import TaskFactory
 from tests.support.white_box import WhiteBoxStore
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from shared.errors import StoreUnavailable, TaskCancelled
-from shared.store import Reply
-from shared.tools import step_key
+from mcpq.shared.errors import StoreUnavailable, TaskCancelled
+from mcpq.shared.store import Reply
+from mcpq.shared.tools import step_key
+from mcpq.workers.context import RunContext
+from mcpq.workers.interrupts import RunSuperseded
 from tests.support.white_box import quiet_watch
-from workers.context import RunContext
-from workers.interrupts import RunSuperseded
 
 LEASE_MS = 200
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from shared.store import Cancelled, Due, Reply, task_ref
-from shared.store.calls import Claim
+from mcpq.shared.store import Cancelled, Due, Reply, task_ref
+from mcpq.shared.store.calls import Claim
 from tests.support.procs import wait_until
 
 _NOW_AND_PTTL = """
@@ -60,7 +60,7 @@ def test_the_task_expires_at_created_plus_ttl(store, tasks) -> None:
     record = store.record(ref)
     assert record is not None and record.ttl_ms == 45_000
     # created_ms is Redis's clock as this store carries it forward, off by up to half its
-    # anchor's round trip (shared.store.clock): a busy machine may put it a millisecond ahead.
+    # anchor's round trip (mcpq.shared.store.clock): a busy machine may put it a millisecond ahead.
     assert 44_000 < store.redis.pttl(store.keys.task(ref)) <= 45_000 + CLOCK_ERROR_MS
     assert_expires_at(store, store.keys.task(ref), record.created_ms + 45_000)
     assert store.redis.hget(store.keys.task(ref), "expire_at") == str(record.created_ms + 45_000)

@@ -2,7 +2,7 @@
 answer or a cancel ends it at once.
 
 No wait blocks inside Redis any more (no BLPOP: runs and requests wait on a shared pub/sub
-connection, ``shared.store.wakeups``), so Redis 6.2's "a BLPOP timeout of 1 ms or less blocks
+connection, ``mcpq.shared.store.wakeups``), so Redis 6.2's "a BLPOP timeout of 1 ms or less blocks
 forever" cannot bite; these tests keep the slivers that once hung there.
 """
 
@@ -17,13 +17,13 @@ import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from shared.settings import Settings
-from shared.store.aio import AsyncTaskStore
-from shared.store.clients import sync_client
-from shared.store.keyspace import Keys
-from shared.store.wakeups import Wakeups
+from mcpq.shared.settings import Settings
+from mcpq.shared.store.aio import AsyncTaskStore
+from mcpq.shared.store.clients import sync_client
+from mcpq.shared.store.keyspace import Keys
+from mcpq.shared.store.wakeups import Wakeups
+from mcpq.workers.context import RunContext
 from tests.support.redis_server import RedisProcess
-from workers.context import RunContext
 
 pytestmark = pytest.mark.timeout(60)
 

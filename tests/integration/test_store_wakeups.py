@@ -1,4 +1,4 @@
-"""Shared wake-ups (``shared.store.wakeups``): however many runs or requests wait, a process
+"""Shared wake-ups (``mcpq.shared.store.wakeups``): however many runs or requests wait, a process
 holds one pub/sub connection; a change wakes exactly the runs and watches of its task."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import time
 
 import redis
 
-from shared.settings import Settings
-from shared.store import AsyncTaskStore, Keys, task_ref
-from shared.store.clients import async_client, sync_client
-from shared.store.wakeups import Wakeups
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import AsyncTaskStore, Keys, task_ref
+from mcpq.shared.store.clients import async_client, sync_client
+from mcpq.shared.store.wakeups import Wakeups
 from tests.support.redis_server import RedisProcess
 
 KEYS = Keys("wakeups-test")

@@ -1,4 +1,4 @@
-"""The web tier's watch connection (``shared.store.async_wakeups``) cut again and again while
+"""The web tier's watch connection (``mcpq.shared.store.async_wakeups``) cut again and again while
 requests watch tasks and read them: every call answers or is unavailable (503), never an internal
 error, and the process still holds one pub/sub connection.
 
@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from ops.processes import wait_until
-from shared.errors import StoreUnavailable, TaskNotFound
-from shared.settings import Settings
-from shared.store import WebStore
-from shared.store.clients import open_web_store
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.errors import StoreUnavailable, TaskNotFound
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import WebStore
+from mcpq.shared.store.clients import open_web_store
 from tests.support.redis_cluster import LocalCluster, cluster_binaries
 from tests.support.redis_server import RedisProcess
 

@@ -1,12 +1,13 @@
 """A worker that cannot reach its broker says so in one line and exits 3 (``MCPQ_BROKER_WAIT_S``).
 
-- At start (``mcpq worker``, before it execs Celery: ``ops.broker_wait``): a broker on a closed
-  port is one line naming the URL with its password hidden, exit 3 after the wait, no traceback.
+- At start (``mcpq worker``, before it execs Celery: ``ops.runtime.broker_wait``): a broker on a
+  closed port is one line naming the URL with its password hidden, exit 3 after the wait, no
+  traceback.
 - At runtime (``workers.broker_watch``): a worker whose private Redis is killed logs one line and
   exits 3 about the wait later, pool children included (io and prefork pools).
 - An outage shorter than the wait is ridden out: the worker reconnects and still runs tasks.
 
-Every server is the test's own: redis-servers on free ports (``ops.stack.Stack``, stopped by
+Every server is the test's own: redis-servers on free ports (``ops.harness.stack.Stack``, stopped by
 pid), workers as ``mcpq worker`` subprocesses in their own process groups.
 """
 
@@ -21,13 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from ops.broker_wait import EXIT_UNREACHABLE, Target, wait_for_services
-from ops.children import REPO
-from ops.mcp_client import McpClient
-from ops.processes import free_port, wait_until
-from shared.redis_urls import redact_url
-from shared.sealing import new_data_key
-from shared.settings import DEFAULT_TOOLS, Settings
+from mcpq.ops.harness.children import REPO
+from mcpq.ops.harness.mcp_client import McpClient
+from mcpq.ops.runtime.broker_wait import EXIT_UNREACHABLE, Target, wait_for_services
+from mcpq.ops.runtime.processes import free_port, wait_until
+from mcpq.shared.redis_urls import redact_url
+from mcpq.shared.sealing import new_data_key
+from mcpq.shared.settings import DEFAULT_TOOLS, Settings
 from tests.support.stacks import LiveStack
 
 HINT = "check REDIS_URL and that the server is running"
@@ -41,7 +42,7 @@ def _worker_env(**extra: str) -> dict[str, str]:
     }
     env.update(
         PYTHONPATH=str(REPO),
-        MCPQ_TOOLS="tools.demo",
+        MCPQ_TOOLS="mcpq.demo",
         MCPQ_DATA_KEYS=new_data_key(),
         **extra,
     )
@@ -54,7 +55,7 @@ def test_an_unreachable_broker_at_start_is_one_line_and_exit_3() -> None:
     url = f"redis://:hunter2@127.0.0.1:{port}/0"
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "ops.cli", "worker"],
+        [sys.executable, "-m", "mcpq", "worker"],
         cwd=REPO,
         env=_worker_env(REDIS_URL=url, MCPQ_BROKER_WAIT_S="2"),
         capture_output=True,

@@ -2,7 +2,7 @@
 :class:`tests.multihost.netns.Network`.
 
 A :class:`Formation` is a :class:`tests.support.stacks.LiveStack` (children in process groups,
-logs in its directory, the store and log reads of ``ops.stack.Stack``, leftovers asserted on
+logs in its directory, the store and log reads of ``ops.harness.stack.Stack``, leftovers asserted on
 close) whose children run inside the hosts' namespaces (``ip netns exec``) and talk over the
 bridge, as separate machines would:
 
@@ -15,7 +15,7 @@ bridge, as separate machines would:
 - each worker host runs ``mcpq worker`` (the Procfile's command; io pool by default) as a Celery
   node named after its host, with ``MULTIHOST_HOST`` naming the host for the test tools.
 
-One ``MCPQ_SECRET`` and one ``MCPQ_DATA_KEYS`` (``shared.sealing.new_data_key``) serve every
+One ``MCPQ_SECRET`` and one ``MCPQ_DATA_KEYS`` (``mcpq.shared.sealing.new_data_key``) serve every
 host, as a real deployment's configuration would. The test process reaches Redis and the web
 hosts through the bridge's address.
 """
@@ -32,10 +32,10 @@ from pathlib import Path
 
 import redis
 
-from ops.children import Child
-from ops.redis_binary import choose_redis_server
-from ops.stack import http_ok
-from shared.settings import DEFAULT_TOOLS
+from mcpq.ops.harness.children import Child
+from mcpq.ops.harness.stack import http_ok
+from mcpq.ops.runtime.redis_binary import choose_redis_server
+from mcpq.shared.settings import DEFAULT_TOOLS
 from tests.multihost.netns import Host, Network
 from tests.multihost.tools_multihost import HOST_ENV
 from tests.support.stacks import LiveStack
@@ -132,7 +132,7 @@ class Formation(LiveStack):
 
     def spawn_web(self, host: Host, web_hosts: Sequence[Host]) -> Child:
         """``mcpq web`` on ``host``, bound to its address; ``Host`` may name any web host."""
-        argv = [sys.executable, "-m", "ops.cli", "web", "--host", host.address]
+        argv = [sys.executable, "-m", "mcpq", "web", "--host", host.address]
         argv += ["--port", str(WEB_PORT)]
         allowed = ",".join(f"{h.address}:{WEB_PORT}" for h in web_hosts)
         env = self.child_env(MCPQ_ALLOWED_HOSTS=allowed)
@@ -144,7 +144,7 @@ class Formation(LiveStack):
 
     def spawn_worker(self, host: Host, pool: str = "io", concurrency: int = 4) -> Child:
         """``mcpq worker`` on ``host``, a Celery node named after it."""
-        argv = [sys.executable, "-m", "ops.cli", "worker", "--pool", pool]
+        argv = [sys.executable, "-m", "mcpq", "worker", "--pool", pool]
         argv += ["--concurrency", str(concurrency), "--hostname", f"{self.name}-{host.name}@%h"]
         env = self.child_env(**{HOST_ENV: host.name})
         child = self._spawn(host.name, self.network.argv(host, argv), env)
@@ -184,7 +184,7 @@ class Formation(LiveStack):
     def received(self, tool: str) -> dict[str, list[str]]:
         """The hosts whose worker received a message of each task (ref -> host names, one per
         message), from Celery's ``Task <tool>[<ref>] received`` lines (a recovery send's id is
-        the ref and a suffix: ``shared.jobs.job_id``)."""
+        the ref and a suffix: ``mcpq.shared.jobs.job_id``)."""
         pattern = re.compile(rf"Task {re.escape(tool)}\[([0-9a-f]+)(?:-[0-9a-f]+)?\] received")
         found: dict[str, list[str]] = {}
         for child in self.workers + self.stopped:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
-from ops.processes import pid_alive
+from mcpq.ops.runtime.processes import pid_alive
 
 NETNS_PREFIX = "mcpq-mh"
 """Namespaces are ``mcpq-mh-<pid of the test process>-<tag>-<host>``."""

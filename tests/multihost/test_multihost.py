@@ -29,9 +29,9 @@ from typing import Any
 import httpx
 import pytest
 
-from ops.mcp_client import McpClient, text_of
-from ops.processes import wait_until
-from shared.store import TERMINAL, task_ref
+from mcpq.ops.harness.mcp_client import McpClient, text_of
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.store import TERMINAL, task_ref
 from tests.multihost.formation import LEASE_S, SWEEP_INTERVAL_S, Formation
 from tests.multihost.netns import Host, Network
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 
-from shared.tools import ToolContext, tool
+from mcpq import ToolContext, tool
 
 HOST_ENV = "MULTIHOST_HOST"
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ops.stack import Stack
+from mcpq.ops.harness.stack import Stack
 from tests.ops.ops_harness import (
     BULK_NODE,
     MCPQ_NODE,

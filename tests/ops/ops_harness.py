@@ -1,6 +1,6 @@
 """Helpers of the ops layer: mcpq operated like a Heroku app.
 
-The session stack (``ops_stack``, an ``ops.stack.Stack``) is a private redis-server, one web
+The session stack (``ops_stack``, an ``ops.harness.stack.Stack``) is a private redis-server, one web
 process (``mcpq web``), two worker pools run the way the ``Procfile`` runs them
 (``mcpq worker --queues mcpq`` and ``mcpq worker --queues bulk``, one Celery node each, see
 :data:`MCPQ_NODE` and :data:`BULK_NODE`) and Flower, serving the built-in tools plus
@@ -18,12 +18,12 @@ from typing import Any
 
 import httpx
 
-from ops.mcp_client import McpClient, Reply
-from ops.processes import wait_until
-from ops.stack import Stack
-from shared.logs import task_hash
-from shared.settings import DEFAULT_TOOLS
-from shared.store import task_ref
+from mcpq.ops.harness.mcp_client import McpClient, Reply
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.logs import task_hash
+from mcpq.shared.settings import DEFAULT_TOOLS
+from mcpq.shared.store import task_ref
 
 OPS_TOOLS = f"{DEFAULT_TOOLS},tests.ops.tools_pools"
 MCPQ_NODE = "pool-mcpq"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from ops.stack import REPO
-from shared.settings import Settings
+from mcpq.ops.harness.stack import REPO
+from mcpq.shared.settings import Settings
 
 pytestmark = [pytest.mark.ops]
 

@@ -1,4 +1,4 @@
-"""``python -m ops.bench.capacity --quick``, tiny: every measurement runs to its end on its own
+"""``python -m mcpq.ops.bench.capacity --quick``, tiny: every measurement runs to its end on its own
 private stack and reports sane numbers and the sizing derived from them (correctness only: no
 timing is asserted). RabbitMQ and the Redis Cluster are measured where this machine has them,
 and otherwise reported as not measured, with the reason; the benchmark's RabbitMQ vhost is
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from ops import rabbitmq
-from ops.redis_cluster import cluster_binaries
+from mcpq.ops.harness import rabbitmq
+from mcpq.ops.harness.redis_cluster import cluster_binaries
 from tests.support.benches import run_bench
 
 

@@ -1,4 +1,4 @@
-"""``python -m ops.bench.floor``, tiny: mcpq and the bare server each answer the 1-client phase
+"""``python -m mcpq.ops.bench.floor``, tiny: mcpq and the bare server each answer the 1-client phase
 to the end, in alternating rounds, and the bare server did one Redis script per request
 (correctness only: no timing is asserted)."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.benches import run_bench
 
-TASKS, ROUNDS, WARM = 5, 2, 5  # WARM: ops.bench.floor.measure's warm-up, max(5, tasks // 10)
+TASKS, ROUNDS, WARM = 5, 2, 5  # WARM: mcpq.ops.bench.floor.measure's warm-up, max(5, tasks // 10)
 
 
 @pytest.mark.timeout(180)

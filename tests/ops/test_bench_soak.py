@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ops.bench.soak_checks import StepRecord, check_steps
-from ops.bench.soak_faults import KINDS, Signalled
-from ops.bench.soak_ledger import Ledger
+from mcpq.ops.bench.soak_checks import StepRecord, check_steps
+from mcpq.ops.bench.soak_faults import KINDS, Signalled
+from mcpq.ops.bench.soak_ledger import Ledger
 from tests.support.benches import run_bench
 
 ARGV = ["--seconds", "10", "--fault-every", "1.5-2", "--stopped", "1-1.5", "--drain-s", "30"]

@@ -1,4 +1,4 @@
-"""``python -m ops.bench.throughput --peer``, tiny: every phase runs to the end against a real
+"""``python -m mcpq.ops.bench.throughput --peer``, tiny: every phase runs to the end against a real
 mcpq stack and against fastmcp-tasks (installed into ``.cache/peer-venv`` on first use), and
 reports sane numbers and their ratios (correctness only: no timing is asserted)."""
 

@@ -1,8 +1,8 @@
 """The buildpack's install: ``requirements.txt`` alone (hashed, exact) runs every Procfile process.
 
 Heroku's and Dokku's Python buildpack installs ``requirements.txt`` into a fresh environment and
-nothing else; mcpq itself is not installed, and the Procfile runs ``python -m ops.cli`` from the
-app directory. This builds that environment the buildpack's way (``pip install -r``, which the
+nothing else; mcpq itself is not installed, and the Procfile runs ``python -m ops.cli.main`` from
+the app directory. This builds that environment the buildpack's way (``pip install -r``, which the
 hashes put in hash-checking mode) and checks that every Procfile command starts far enough to
 parse its command line and import what its process serves.
 """
@@ -20,11 +20,12 @@ import pytest
 pytestmark = [pytest.mark.ops, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
-# What each process type imports before it serves (its command's own --help imports only ops.cli).
+# What each process type imports before it serves (its command's own --help imports only
+# ops.cli.main).
 SERVES = {
-    "web": "frontend.app",
-    "worker": "workers.entry",
-    "worker_bulk": "workers.entry",
+    "web": "mcpq.frontend.app",
+    "worker": "mcpq.workers.entry",
+    "worker_bulk": "mcpq.workers.entry",
     "flower": "flower.command",
 }
 
@@ -62,7 +63,7 @@ def test_every_procfile_process_starts_from_the_lock_alone(
     buildpack_python: Path, kind: str
 ) -> None:
     command = procfile()[kind]
-    assert command[:3] == ["python", "-m", "ops.cli"], command
+    assert command[:3] == ["python", "-m", "mcpq"], command
     bin_dir = str(buildpack_python.parent)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(buildpack_python.parents[2])}
     helped = subprocess.run(

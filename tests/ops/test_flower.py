@@ -14,10 +14,10 @@ import re
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ops.mcp_client import text_of
-from ops.processes import wait_until
-from ops.stack import REPO, Stack
-from shared.store import task_ref
+from mcpq.ops.harness.mcp_client import text_of
+from mcpq.ops.harness.stack import REPO, Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.store import task_ref
 from tests.ops.ops_harness import ISSUED, MCPQ_NODE, Flower, OpsClient, run_ended
 
 pytestmark = [pytest.mark.ops, pytest.mark.timeout(120)]

@@ -19,9 +19,9 @@ import httpx
 import orjson
 import pytest
 
-from ops.children import Child
-from ops.processes import free_port
-from ops.stack import Stack, http_ok
+from mcpq.ops.harness.children import Child
+from mcpq.ops.harness.stack import Stack, http_ok
+from mcpq.ops.runtime.processes import free_port
 from tests.support.stacks import FAST_KNOBS, LiveStack
 
 HEADER_TIMEOUT_S = 2.0
@@ -51,7 +51,16 @@ def edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Edge]:
         stack.start_redis()
         local = stack.start_web()
         port = free_port()
-        argv = [sys.executable, "-m", "ops.cli", "web", "--host", "0.0.0.0", "--port", str(port)]
+        argv = [
+            sys.executable,
+            "-m",
+            "mcpq.ops.cli.main",
+            "web",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(port),
+        ]
         public = stack.spawn("web-public", argv, stack.child_env(MCPQ_AUTH="none"))
         public.wait_for(partial(http_ok, f"http://127.0.0.1:{port}/healthz"), "/healthz", 45.0)
     except BaseException:

@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
-from ops.processes import wait_until
-from ops.stack import Stack
-from shared.logs import task_hash
-from shared.protocol import PROTOCOL_VERSION
-from shared.store import task_ref
+from mcpq.ops.harness.stack import Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.logs import task_hash
+from mcpq.shared.protocol import PROTOCOL_VERSION
+from mcpq.shared.store import task_ref
 from tests.ops.ops_harness import ISSUED, OpsClient, run_ended, worker_lines
 
 pytestmark = [pytest.mark.ops, pytest.mark.timeout(120)]

@@ -17,9 +17,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ops.metric_dirs import multiproc_dir
-from ops.processes import free_port, wait_until
-from ops.stack import REPO
+from mcpq.ops.harness.metric_dirs import multiproc_dir
+from mcpq.ops.harness.stack import REPO
+from mcpq.ops.runtime.processes import free_port, wait_until
 from tests.ops.ops_harness import OPS_TOOLS, OpsClient
 from tests.support.stacks import FAST_KNOBS, LiveStack
 
@@ -114,7 +114,7 @@ def test_web_metrics_move_with_requests_and_tasks(stack: MetricsStack, client: O
         now = scrape(metrics)
         return {(name, tool): delta(before, now, name, tool=tool) for name, tool in expected}
 
-    # Creates and outcomes reach the counters within MCPQ_STATS_FLUSH_MS (shared.store.tally),
+    # Creates and outcomes reach the counters within MCPQ_STATS_FLUSH_MS (mcpq.shared.store.tally),
     # and never count twice: a count past the expected one fails here too.
     wait_until(lambda: counted() == expected, timeout=10, interval=0.2, message="task counters")
     time.sleep(1.5)  # another flush interval: nothing more comes

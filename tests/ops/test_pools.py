@@ -5,7 +5,7 @@ The session stack runs the Procfile's two worker formations, ``mcpq worker --que
 (``tests.ops.tools_pools``) declares ``queue="bulk"``, the built-in tools name no queue. Where a
 run happened is read twice: the worker node Flower saw, and which worker's log has its
 ``run ended`` line. A backlog on ``bulk`` does not hold up ``mcpq``, and ``mcpq status`` shows
-both queues and both nodes. ``python -m ops.bench.pools`` is run small, as a smoke test.
+both queues and both nodes. ``python -m mcpq.ops.bench.pools`` is run small, as a smoke test.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import sys
 
 import pytest
 
-from ops.processes import wait_until
-from ops.stack import REPO, Stack
-from shared.logs import task_hash
-from shared.store import task_ref
+from mcpq.ops.harness.stack import REPO, Stack
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.logs import task_hash
+from mcpq.shared.store import task_ref
 from tests.ops.ops_harness import BULK_NODE, MCPQ_NODE, Flower, OpsClient
 from tests.support.benches import run_bench
 
@@ -81,7 +81,7 @@ def test_bulk_backlog_does_not_hold_up_the_default_pool(
     assert statuses == ["working"] * 4, statuses
 
     status = subprocess.run(
-        [sys.executable, "-m", "ops.cli", "status"],
+        [sys.executable, "-m", "mcpq", "status"],
         env=ops_stack.child_env(),
         cwd=str(REPO),
         capture_output=True,
@@ -106,7 +106,7 @@ def test_bulk_backlog_does_not_hold_up_the_default_pool(
 
 
 def test_pool_benchmark_smoke() -> None:
-    """``python -m ops.bench.pools``, small: a second worker process adds throughput."""
+    """``python -m mcpq.ops.bench.pools``, small: a second worker process adds throughput."""
     result = run_bench("pools", "--tasks", "10", "--seconds", "0.2", timeout=90)
     assert result["tasks"] == 10
     assert 0 < result["one_worker_tasks_per_s"] <= 1 / 0.2 * 1.1, result
@@ -114,7 +114,16 @@ def test_pool_benchmark_smoke() -> None:
 
 
 def test_two_instances_of_one_formation_are_two_nodes(ops_stack: Stack) -> None:
-    argv = [sys.executable, "-m", "ops.cli", "worker", "--queues", "scale", "--concurrency", "1"]
+    argv = [
+        sys.executable,
+        "-m",
+        "mcpq.ops.cli.main",
+        "worker",
+        "--queues",
+        "scale",
+        "--concurrency",
+        "1",
+    ]
     instances = [
         ops_stack.spawn(
             f"worker-scale{i}", argv, ops_stack.child_env(HONCHO_PROCESS_NAME=f"worker_scale.{i}")

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ops.processes import free_port, listening_addresses, wait_until
+from mcpq.ops.runtime.processes import free_port, listening_addresses, wait_until
 from tests.ops.ops_harness import OPS_TOOLS
 from tests.support.stacks import LiveStack
 
@@ -65,7 +65,7 @@ def flower_env(stack: LiveStack, **env: str) -> dict[str, str]:
 
 
 def mcpq_flower(*args: str) -> list[str]:
-    return [sys.executable, "-m", "ops.cli", "flower", *args]
+    return [sys.executable, "-m", "mcpq", "flower", *args]
 
 
 def test_flower_without_a_login_listens_on_loopback_only(stack: LiveStack) -> None:

@@ -28,8 +28,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ops.metric_dirs import multiproc_dir
-from ops.processes import (
+from mcpq.ops.harness.metric_dirs import multiproc_dir
+from mcpq.ops.harness.stack import REPO, Child
+from mcpq.ops.runtime.processes import (
     descendant_pids,
     free_port,
     pid_alive,
@@ -38,11 +39,10 @@ from ops.processes import (
     stop_groups,
     wait_until,
 )
-from ops.redis_binary import IN_MEMORY_ARGS, RedisProcess
-from ops.stack import REPO, Child
-from shared.request_state import new_secret
-from shared.sealing import new_data_key
-from shared.store import task_ref
+from mcpq.ops.runtime.redis_binary import IN_MEMORY_ARGS, RedisProcess
+from mcpq.shared.request_state import new_secret
+from mcpq.shared.sealing import new_data_key
+from mcpq.shared.store import task_ref
 from tests.ops.ops_harness import OPS_TOOLS, Flower, OpsClient, wait_flower_sees
 from tests.support.stacks import FAST_KNOBS
 

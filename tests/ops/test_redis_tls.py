@@ -24,12 +24,12 @@ import pytest
 from celery import Celery
 from flower.utils.broker import Broker
 
-from ops.processes import free_port
-from ops.redis_binary import IN_MEMORY_ARGS, RedisBinaryError, RedisProcess
-from shared.celery_config import celery_config
-from shared.errors import StoreUnavailable
-from shared.settings import Settings
-from shared.store import open_store
+from mcpq.ops.runtime.processes import free_port
+from mcpq.ops.runtime.redis_binary import IN_MEMORY_ARGS, RedisBinaryError, RedisProcess
+from mcpq.shared.celery_config import celery_config
+from mcpq.shared.errors import StoreUnavailable
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import open_store
 from tests.ops.ops_harness import OPS_TOOLS, OpsClient
 from tests.support.stacks import FAST_KNOBS, LiveStack
 from tests.support.tls import Pki, make_pki, redis_servers_on_path, tls_args, tls_redis
@@ -215,7 +215,7 @@ def test_whole_deployment_over_verified_tls(tmp_path: Path) -> None:
         assert workers.status_code == 200, workers.text
         assert any(node.startswith("tls@") for node in workers.json()), workers.text
         status = subprocess.run(
-            [sys.executable, "-m", "ops.cli", "status"],
+            [sys.executable, "-m", "mcpq", "status"],
             env=stack.child_env(),
             capture_output=True,
             text=True,
@@ -269,10 +269,10 @@ def test_a_contradiction_stops_the_server_with_one_line(pki: Pki, tls_port: int)
     env = {
         "REDIS_URL": f"rediss://127.0.0.1:{tls_port}/0",
         "MCPQ_REDIS_TLS_CA": str(pki.ca.with_name("missing.pem")),
-        "MCPQ_TOOLS": "tools.demo",
+        "MCPQ_TOOLS": "mcpq.demo",
     }
     done = subprocess.run(
-        [sys.executable, "-m", "ops.cli", "worker"],
+        [sys.executable, "-m", "mcpq", "worker"],
         env={**_child_base_env(), **env},
         capture_output=True,
         text=True,

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from ops.mcp_client import text_of
-from ops.processes import wait_until
+from mcpq.ops.harness.mcp_client import text_of
+from mcpq.ops.runtime.processes import wait_until
 from tests.ops.ops_harness import OPS_TOOLS, OpsClient
 from tests.ops.tools_crash import SECRET
 from tests.support.stacks import FAST_KNOBS, LiveStack

@@ -3,8 +3,7 @@ exception whose text must never reach the client, one a ``ToolError`` whose text
 
 from __future__ import annotations
 
-from shared.errors import ToolError
-from shared.tools import ToolContext, tool
+from mcpq import ToolContext, ToolError, tool
 
 SECRET = "secret detail 9c1e"
 

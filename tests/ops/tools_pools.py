@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from shared.tools import ToolContext, tool
+from mcpq import ToolContext, tool
 
 
 @tool(task="optional", queue="bulk", description="Test-only: a short job on the bulk pool.")

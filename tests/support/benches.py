@@ -1,4 +1,4 @@
-"""Running a benchmark (``python -m ops.bench.<name> ... --json``) from its smoke test."""
+"""Running a benchmark (``python -m mcpq.ops.bench.<name> ... --json``) from its smoke test."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import subprocess
 import sys
 from typing import Any
 
-from ops.stack import REPO
+from mcpq.ops.harness.stack import REPO
 
 
 def run_bench(name: str, *argv: str, timeout: float) -> dict[str, Any]:
-    """``ops.bench.<name>`` run to its end with ``--json``: the JSON object it printed last.
+    """``mcpq.ops.bench.<name>`` run to its end with ``--json``: the JSON object it printed last.
     Fails the test, with the end of its output, if it exits non-zero."""
     done = subprocess.run(
-        [sys.executable, "-m", f"ops.bench.{name}", *argv, "--json"],
+        [sys.executable, "-m", f"mcpq.ops.bench.{name}", *argv, "--json"],
         cwd=str(REPO),
         capture_output=True,
         text=True,

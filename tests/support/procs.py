@@ -11,7 +11,7 @@ import subprocess
 import threading
 from collections.abc import Mapping, Sequence
 
-from ops.processes import (
+from mcpq.ops.runtime.processes import (
     descendant_pids,
     free_port,
     pid_alive,

@@ -1,10 +1,10 @@
 """A private RabbitMQ virtual host per test run (``mcpq-test-<hex>``), on the shared RabbitMQ of
-this machine: the helpers live in ``ops.rabbitmq`` (the benchmarks use them too); this module
-keeps the tests' import path."""
+this machine: the helpers live in ``ops.harness.rabbitmq`` (the benchmarks use them too); this
+module keeps the tests' import path."""
 
 from __future__ import annotations
 
-from ops.rabbitmq import (
+from mcpq.ops.harness.rabbitmq import (
     HOST,
     PASSWORD,
     PORT,

@@ -1,4 +1,4 @@
-"""A private, real redis-server for tests, built on `ops.redis_binary.RedisProcess`.
+"""A private, real redis-server for tests, built on `mcpq.ops.runtime.redis_binary.RedisProcess`.
 
 Tests that need Redis get their own server on a free loopback port (never the shared one on
 6379), so they can flush, crash and restart it at will. `redis_server()` is a context manager;
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 
-from ops.redis_binary import (
+from mcpq.ops.runtime.redis_binary import (
     IN_MEMORY_ARGS,
     PREFERRED_MAJOR,
     RedisBinary,

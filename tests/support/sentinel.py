@@ -1,7 +1,7 @@
-"""A real Redis Sentinel deployment for tests (``ops.redis_sentinel.SentinelGroup``: one primary,
-one replica, three sentinels), with what the tests do to it: replication lag made deterministic
-(``SIGSTOP`` the replica, wait until the primary dropped it, write, ``SIGKILL`` the primary,
-``SIGCONT`` the replica).
+"""A real Redis Sentinel deployment for tests (``ops.harness.redis_sentinel.SentinelGroup``: one
+primary, one replica, three sentinels), with what the tests do to it: replication lag made
+deterministic (``SIGSTOP`` the replica, wait until the primary dropped it, write, ``SIGKILL`` the
+primary, ``SIGCONT`` the replica).
 
 :class:`SentinelStack` is a :class:`~tests.support.stacks.LiveStack` whose children get the
 ``redis+sentinel://`` URL instead of a private redis-server of their own.
@@ -17,9 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ops.processes import signal_group, wait_until
-from ops.redis_sentinel import SERVICE, sentinel_client
-from ops.redis_sentinel import SentinelGroup as _Group
+from mcpq.ops.harness.redis_sentinel import SERVICE, sentinel_client
+from mcpq.ops.harness.redis_sentinel import SentinelGroup as _Group
+from mcpq.ops.runtime.processes import signal_group, wait_until
 from tests.support.stacks import LiveStack
 
 __all__ = ["SERVICE", "SentinelGroup", "SentinelStack", "sentinel_group"]

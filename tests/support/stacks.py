@@ -1,4 +1,5 @@
-"""The tests' layer over `ops.stack.Stack`: short knobs, a registry of live stacks, strict close.
+"""The tests' layer over `ops.harness.stack.Stack`: short knobs, a registry of live stacks, strict
+close.
 
 Every test layer (e2e, faults, ops, conformance) builds its stacks as :class:`LiveStack`. While
 one runs it is listed by :func:`live_stacks`, so the root ``conftest.py`` can attach the tails of
@@ -18,8 +19,8 @@ from typing import Any
 
 import redis
 
-from ops.stack import Stack
-from shared.store import Keys
+from mcpq.ops.harness.stack import Stack
+from mcpq.shared.store import Keys
 from tests.support import rabbitmq
 
 #: The brokers the lifecycle and fault suites run on.
@@ -91,7 +92,7 @@ class LiveStack(Stack):
             client.close()
 
     def task_hash(self, ref: str) -> dict[str, str]:
-        """The stored hash of task ``ref`` (``shared.store.task_ref(taskId)``)."""
+        """The stored hash of task ``ref`` (``mcpq.shared.store.task_ref(taskId)``)."""
         with self.redis_client() as client:
             return client.hgetall(Keys().task(ref))  # type: ignore[return-value]
 

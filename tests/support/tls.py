@@ -23,8 +23,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from ops.processes import free_port
-from ops.redis_binary import IN_MEMORY_ARGS, RedisBinaryError, RedisProcess
+from mcpq.ops.runtime.processes import free_port
+from mcpq.ops.runtime.redis_binary import IN_MEMORY_ARGS, RedisBinaryError, RedisProcess
 
 
 @dataclass(frozen=True)

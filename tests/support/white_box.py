@@ -9,8 +9,8 @@ from typing import Any
 
 import redis
 
-from shared.store import Answered, Cancelled, Keys, TaskStore, calls
-from shared.store.wakeups import Watch
+from mcpq.shared.store import Answered, Cancelled, Keys, TaskStore, calls
+from mcpq.shared.store.wakeups import Watch
 
 
 class WhiteBoxStore(TaskStore):

@@ -11,8 +11,8 @@ import fakeredis.aioredis
 import falcon.testing
 import pytest
 
-from frontend.app import create_app
-from shared.store import AsyncTaskStore, Keys, WebStore, web_store
+from mcpq.frontend.app import create_app
+from mcpq.shared.store import AsyncTaskStore, Keys, WebStore, web_store
 from tests.unit.fakes import SETTINGS, FakeProducer, FakeWorker, ListHeaders, Mcp, registry
 
 

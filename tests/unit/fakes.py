@@ -15,9 +15,9 @@ import falcon.testing
 import orjson
 from falcon.util.sync import async_to_sync
 
-from shared.jobs import Run
-from shared.settings import Settings
-from shared.store import (
+from mcpq.shared.jobs import Run
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import (
     AsyncTaskStore,
     Claim,
     InputPoll,
@@ -29,10 +29,10 @@ from shared.store import (
     run_calls,
     task_ref,
 )
-from shared.store import Reply as StoreReply
-from shared.store.api_keys import ApiKeys
-from shared.store.calls import ScriptCall
-from shared.tools import Registry, ToolContext, elicitation, sampling
+from mcpq.shared.store import Reply as StoreReply
+from mcpq.shared.store.api_keys import ApiKeys
+from mcpq.shared.store.calls import ScriptCall
+from mcpq.shared.tools import Registry, ToolContext, elicitation, sampling
 
 T = TypeVar("T")
 PV = "2026-07-28"

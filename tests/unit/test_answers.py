@@ -1,4 +1,4 @@
-"""Answers are checked against their input request before they are stored (``shared.answers``),
+"""Answers are checked against their input request before they are stored (``mcpq.shared.answers``),
 whichever way they arrive: ``tasks/update``, an MRTR retry, a 2025-era POSTed response."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
-from shared.answers import problem
-from shared.store import Outgoing, task_ref
-from shared.tools import elicitation, sampling
+from mcpq.shared.answers import problem
+from mcpq.shared.store import Outgoing, task_ref
+from mcpq.shared.tools import elicitation, sampling
 from tests.unit.fakes import CONFIRM_SCHEMA, Mcp
 
 ASK = elicitation("Approve?", CONFIRM_SCHEMA)

@@ -1,4 +1,4 @@
-"""The web tier's watch connection has one connector (``shared.store.async_wakeups``): requests
+"""The web tier's watch connection has one connector (``mcpq.shared.store.async_wakeups``): requests
 that watch while it is down (a process just started, a connection just cut) neither connect it
 nor read it; the reader alone does, once, and subscribes every watched channel. Two handshakes on
 one socket were a request's error 500 ("read() called while another coroutine is already waiting
@@ -13,9 +13,9 @@ from typing import Any, cast
 import pytest
 import redis.exceptions as rexc
 
-from shared.store import async_wakeups
-from shared.store.async_wakeups import AsyncWakeups
-from shared.store.keyspace import Keys
+from mcpq.shared.store import async_wakeups
+from mcpq.shared.store.async_wakeups import AsyncWakeups
+from mcpq.shared.store.keyspace import Keys
 
 REQUESTS = 20
 CUT = ["(cut)"]

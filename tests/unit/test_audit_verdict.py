@@ -1,8 +1,8 @@
-"""`python -m ops.audit`: its verdict from pip-audit's and npm audit's JSON reports."""
+"""`python -m mcpq.ops.ci.audit`: its verdict from pip-audit's and npm audit's JSON reports."""
 
 from __future__ import annotations
 
-from ops.audit import Findings, read_npm_audit, read_pip_audit, read_project_json, verdict
+from mcpq.ops.ci.audit import Findings, read_npm_audit, read_pip_audit, read_project_json, verdict
 
 PIP_REPORT = {
     "dependencies": [
@@ -30,7 +30,8 @@ def test_unchecked_packages_pass_only_when_not_required() -> None:
     found = read_pip_audit({"dependencies": [PIP_REPORT["dependencies"][2]]})  # type: ignore[list-item]
     found.merge(
         read_npm_audit(
-            "ops/conformance", {"message": "405 Method Not Allowed", "error": {"summary": ""}}
+            "ops/harness/conformance",
+            {"message": "405 Method Not Allowed", "error": {"summary": ""}},
         )
     )
     assert len(found.unchecked) == 2 and "405 Method Not Allowed" in found.unchecked[1]

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from shared.store.api_keys import ApiKeys
+from mcpq.shared.store.api_keys import ApiKeys
 from tests.support.issuer import LocalIssuer
 from tests.unit.fakes import Mcp, Reply
 

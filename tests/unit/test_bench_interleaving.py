@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ops.bench import loadgen
+from mcpq.ops.bench import loadgen
 
 
 class _Fake:

@@ -8,7 +8,7 @@ import ssl
 
 import pytest
 
-from shared.celery_config import (
+from mcpq.shared.celery_config import (
     CONFIRM_TIMEOUT_S,
     broker_is_amqp,
     broker_is_store,
@@ -16,7 +16,7 @@ from shared.celery_config import (
     celery_config,
     publish_options,
 )
-from shared.settings import Settings
+from mcpq.shared.settings import Settings
 
 REDIS = "redis://127.0.0.1:6390/0"
 AMQP = "amqp://mcpq:s3cret-pass@rabbit.internal:5672/mcpq"

@@ -27,7 +27,7 @@ from rich.file_proxy import FileProxy
 from rich.live import Live
 
 from mcpq.client import Task
-from ops import call_follow, call_output
+from mcpq.ops.cli import call_follow, call_output
 
 TASK_ID = "task-1"
 #: Reads before the scripted task completes by itself: a Ctrl-C that never reaches the loop

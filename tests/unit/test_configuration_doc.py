@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from shared.settings import Settings
+from mcpq.shared.settings import Settings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 

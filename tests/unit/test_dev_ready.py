@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ops import parent_death
-from ops.dev_ready import DevWorker, own_web_answers, ready_block, web_answers
+from mcpq.ops.dev.ready import DevWorker, own_web_answers, ready_block, web_answers
+from mcpq.ops.runtime import parent_death
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_the_guard_runs_nothing_when_its_launcher_is_gone() -> None:
 
 def test_the_guard_arms_the_signal_and_execs_the_command() -> None:
     argv = parent_death.guarded([sys.executable, "-c", "print('ran')"])
-    assert argv[:3] == [sys.executable, "-m", "ops.parent_death"]
+    assert argv[:3] == [sys.executable, "-m", "mcpq.ops.runtime.parent_death"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     assert (done.returncode, done.stdout) == (0, "ran\n"), done.stderr
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from frontend import methods
-from shared.errors import ToolError
-from shared.store import TaskStatus
+from mcpq.frontend import methods
+from mcpq.shared.errors import ToolError
+from mcpq.shared.store import TaskStatus
+from mcpq.workers.runner import _outcome
 from tests.unit.fakes import Mcp
-from workers.runner import _outcome
 
 SECRET = "secret detail 41d7"
 LIMIT = 1024 * 1024

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from ops import cli
+from mcpq.ops.cli import main as cli
 
 PY = sys.executable
-FLOWER = [PY, "-m", "celery", "-A", "workers.entry", "flower"]
+FLOWER = [PY, "-m", "celery", "-A", "mcpq.workers.entry", "flower"]
 
 
 def _run(

@@ -13,12 +13,12 @@ from typing import Any
 import orjson
 import pytest
 
-from frontend.asgi_adapter import AsgiAdapter
-from frontend.http_checks import Addressing, split_host
-from frontend.http_messages import ClientGone
-from ops.uvicorn_worker import host_warning, loopback_only
-from shared.bounds import LimitExceeded, check_raw_depth, depth
-from shared.settings import Settings
+from mcpq.frontend.asgi_adapter import AsgiAdapter
+from mcpq.frontend.http_checks import Addressing, split_host
+from mcpq.frontend.http_messages import ClientGone
+from mcpq.ops.runtime.uvicorn_worker import host_warning, loopback_only
+from mcpq.shared.bounds import LimitExceeded, check_raw_depth, depth
+from mcpq.shared.settings import Settings
 from tests.unit.fakes import SETTINGS, Mcp, meta
 
 
@@ -277,7 +277,7 @@ def test_a_store_outage_is_503_with_retry_after(make_mcp: Callable[..., Mcp]) ->
     mcp = make_mcp()
 
     async def down(*args: Any, **kwargs: Any) -> Any:
-        from shared.errors import StoreUnavailable
+        from mcpq.shared.errors import StoreUnavailable
 
         raise StoreUnavailable()
 

@@ -14,23 +14,29 @@ import functools
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-#: mcpq's packages, as ``pyproject.toml`` lists them for setuptools and mypy.
-PACKAGES = ("frontend", "workers", "shared", "ops", "tools", "mcpq")
+#: The folders installed as ``mcpq``'s subpackages (``mcpq/<name>`` links to each).
+SUBPACKAGES = ("frontend", "workers", "shared", "ops")
+#: The layers: those, the public API (``mcpq`` itself), the Python client (``mcpq.client``) and
+#: the bundled tool modules (``mcpq.demo``, ``mcpq.conformance_fixtures``).
+PACKAGES = (*SUBPACKAGES, "api", "client", "tools")
+TOOL_MODULES = {"mcpq.demo", "mcpq.conformance_fixtures"}
 
 Graph = dict[str, set[str]]
 
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(REPO).with_suffix("").parts
+    if parts[0] != "mcpq":
+        parts = ("mcpq", *parts)  # a subpackage's folder: installed as mcpq.<folder>
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def project_modules() -> dict[str, Path]:
-    return {
-        module_name(path): path
-        for package in PACKAGES
-        for path in sorted((REPO / package).rglob("*.py"))
-    }
+    """Every module of mcpq by its installed name, each file once (the real folders, and the
+    files of ``mcpq/`` itself beside its links to them)."""
+    files = [path for path in (REPO / "mcpq").glob("*.py")]
+    files += [path for folder in SUBPACKAGES for path in (REPO / folder).rglob("*.py")]
+    return {module_name(path): path for path in sorted(files)}
 
 
 def imported_names(module: str, path: Path, modules: set[str]) -> set[str]:
@@ -146,7 +152,8 @@ def test_every_kind_of_import_is_an_edge(tmp_path: Path) -> None:
 def test_the_graph_holds_every_package() -> None:
     graph = import_graph()
     assert {layer(module) for module in graph} == set(PACKAGES)
-    assert "frontend.app" in graph["frontend.entry"]
+    assert "mcpq.frontend.app" in graph["mcpq.frontend.entry"]
+    assert "mcpq.shared.tools" in graph["mcpq"]
 
 
 def test_mcpq_has_no_import_cycle() -> None:
@@ -162,7 +169,18 @@ def test_a_cycle_is_found_and_named() -> None:
 
 
 def layer(module: str) -> str:
-    return module.partition(".")[0]
+    """The layer of one of our modules (see ``PACKAGES``), or a third-party distribution's
+    top-level name."""
+    parts = module.split(".")
+    if parts[0] != "mcpq":
+        return parts[0]
+    if len(parts) > 1 and parts[1] in SUBPACKAGES:
+        return parts[1]
+    if module in TOOL_MODULES:
+        return "tools"
+    if module == "mcpq.__main__":
+        return "ops"  # the command line
+    return "client" if module == "mcpq.client" else "api"
 
 
 def offences(may_not: dict[str, set[str]]) -> list[str]:
@@ -176,7 +194,7 @@ def offences(may_not: dict[str, set[str]]) -> list[str]:
     )
 
 
-SERVER = {"frontend", "workers", "shared", "ops", "tools"}
+SERVER = set(SUBPACKAGES)
 #: Falcon and Celery (with the libraries of Celery's own: kombu, billiard).
 WEB, JOBS = {"falcon"}, {"celery", "kombu", "billiard"}
 
@@ -192,16 +210,35 @@ def test_shared_imports_neither_the_web_framework_nor_the_job_system() -> None:
 
 
 def test_the_client_imports_no_server_module_nor_their_frameworks() -> None:
-    assert offences({"mcpq": SERVER | WEB | JOBS}) == []
+    assert offences({"client": SERVER | WEB | JOBS}) == []
 
 
-def test_tool_modules_import_only_shared_of_ours() -> None:
-    # Both tiers load them (MCPQ_TOOLS): the web tier lists and validates them, workers run them.
-    assert offences({"tools": (SERVER - {"shared", "tools"}) | WEB | JOBS}) == []
+def test_the_public_api_is_made_of_shared_only() -> None:
+    assert offences({"api": (SERVER - {"shared"}) | WEB | JOBS}) == []
+
+
+def test_the_bundled_tool_modules_import_only_the_public_api_of_ours() -> None:
+    # What a user's tool module may import, and both tiers load them (MCPQ_TOOLS): the web tier
+    # lists and validates them, workers run them.
+    assert offences({"tools": SERVER | {"client"} | WEB | JOBS}) == []
+
+
+def test_nothing_imports_a_folder_by_its_repository_name() -> None:
+    """``shared.x`` imports from a checkout (its root is on the path) but not from the wheel,
+    and a user's own ``shared`` would shadow it: every import of ours names ``mcpq.``, the
+    tests' too."""
+    tests = [path for path in (REPO / "tests").rglob("*.py")]
+    found = sorted(
+        f"{path.relative_to(REPO)} -> {name}"
+        for path in [*project_modules().values(), *tests]
+        for name in imported_names("x", path, set())
+        if name.partition(".")[0] in {*SUBPACKAGES, "tools"}
+    )
+    assert found == []
 
 
 def test_the_layer_rules_catch_an_offence() -> None:
     # The checks above would pass for nothing if offences() could not see one: the web tier
     # does import falcon, and the workers celery.
-    assert "frontend.app -> falcon.asgi" in offences({"frontend": WEB})
-    assert any(o.startswith("workers.") for o in offences({"workers": JOBS}))
+    assert "mcpq.frontend.app -> falcon.asgi" in offences({"frontend": WEB})
+    assert any(o.startswith("mcpq.workers.") for o in offences({"workers": JOBS}))

@@ -1,6 +1,6 @@
-"""The io pool (``workers.io_pool``): jobs and their tools on the pool's own threads, and a job
+"""The io pool (``mcpq.workers.io_pool``): jobs and their tools on the pool's own threads, and a job
 let go of (``Slot.let_go``) when its tool ignores its cancel; ``ToolCall`` on the job's thread
-(``workers.execution``): abandoning it raises ``TaskCancelled`` into that thread."""
+(``mcpq.workers.execution``): abandoning it raises ``TaskCancelled`` into that thread."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 from billiard.einfo import ExceptionWithTraceback
 from celery.exceptions import Ignore
 
-from shared.errors import TaskCancelled
-from workers.execution import RunAbandoned, ToolCall
-from workers.io_pool import IoPool, Slot, current_slot
+from mcpq.shared.errors import TaskCancelled
+from mcpq.workers.execution import RunAbandoned, ToolCall
+from mcpq.workers.io_pool import IoPool, Slot, current_slot
 
 
 class Answers:

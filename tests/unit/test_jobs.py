@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from shared.jobs import REQUEST_ID_HEADER, Run, read_run, send_run
+from mcpq.shared.jobs import REQUEST_ID_HEADER, Run, read_run, send_run
 
 
 class Recorder:

@@ -1,4 +1,4 @@
-"""The 2025-era wire (``frontend.legacy``) on fakes: sessions, the methods, the SEP-1686 tasks
+"""The 2025-era wire (``mcpq.frontend.legacy``) on fakes: sessions, the methods, the SEP-1686 tasks
 wire, answers routed by id, ``notifications/cancelled``, and what a 2026-07-28 request keeps."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
-from frontend.legacy import methods
-from shared.results import call_tool_result
-from shared.store import Outgoing, TaskRecord, task_ref
+from mcpq.frontend.legacy import methods
+from mcpq.shared.results import call_tool_result
+from mcpq.shared.store import Outgoing, TaskRecord, task_ref
 from tests.unit.fakes import Mcp, Reply, elicitation
 
 V = "2025-11-25"

@@ -1,4 +1,4 @@
-"""Bounds on what clients hand the web tier (``shared.bounds``): each over-limit value gets a
+"""Bounds on what clients hand the web tier (``mcpq.shared.bounds``): each over-limit value gets a
 clear -32602 naming its setting, before anything is stored."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from shared.bounds import depth
-from shared.store import task_ref
+from mcpq.shared.bounds import depth
+from mcpq.shared.store import task_ref
 from tests.unit.fakes import CONFIRM_SCHEMA, Mcp, elicitation
 
 

@@ -1,7 +1,7 @@
 """The lock files are current, complete and hashed, and this environment was installed from them.
 
 ``requirements.txt`` (the buildpack's install) and ``requirements-dev.txt`` (CI, the README) pin
-every package with its hashes (``ops/lock`` writes them from ``pyproject.toml``); the npm locks
+every package with its hashes (``ops/ci/lock`` writes them from ``pyproject.toml``); the npm locks
 pin every package with its integrity hash. A range changed in ``pyproject.toml`` without a
 re-lock, a hand-added unhashed line, or an environment installed around the lock fails here.
 """
@@ -18,7 +18,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from ops.audit import NPM_LOCKS
+from mcpq.ops.ci.audit import NPM_LOCKS
 
 REPO = Path(__file__).resolve().parents[2]
 _PIN = re.compile(r"^([A-Za-z0-9._-]+)==([^\s;\\]+)\s*(?:;\s*([^\\]+?))?\s*\\?$")
@@ -59,11 +59,11 @@ def test_every_declared_dependency_is_pinned_within_its_range(
     pins = locked(lock)
     for requirement in wanted:
         name = canonicalize_name(requirement.name)
-        assert name in pins, f"{lock} does not pin {name}: run ops/lock"
+        assert name in pins, f"{lock} does not pin {name}: run ops/ci/lock"
         version = pins[name][0]
         assert requirement.specifier.contains(version, prereleases=True), (
             f"{lock} pins {name}=={version}, outside pyproject's {requirement.specifier}: "
-            "run ops/lock"
+            "run ops/ci/lock"
         )
 
 

@@ -2,9 +2,9 @@
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from frontend.web_metrics import render
-from shared.store import Keys, StatsSnapshot
-from shared.store.stats import snapshot
+from mcpq.frontend.web_metrics import render
+from mcpq.shared.store import Keys, StatsSnapshot
+from mcpq.shared.store.stats import snapshot
 
 NOW_MS = 1_800_000_000_000.0
 

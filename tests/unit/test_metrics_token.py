@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from frontend.web_metrics import bearer_matches
+from mcpq.frontend.web_metrics import bearer_matches
 from tests.unit.fakes import Mcp
 
 TOKEN = "a-metrics-token-of-reasonable-length"

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from shared.request_state import RequestStateSigner, parse_secrets
-from shared.results import call_tool_result
-from shared.store.records import TaskRecord
-from shared.tools import elicitation
+from mcpq.shared.request_state import RequestStateSigner, parse_secrets
+from mcpq.shared.results import call_tool_result
+from mcpq.shared.store.records import TaskRecord
+from mcpq.shared.tools import elicitation
 from tests.unit.fakes import CONFIRM_SCHEMA, SERVER_INFO, Mcp, Reply
 
 ELICIT: dict[str, Any] = {"elicitation": {}}
@@ -286,7 +286,7 @@ def test_an_old_v1_state_naming_a_ref_is_refused(mcp: Mcp) -> None:
 def test_a_state_whose_inside_is_not_one_of_ours_is_refused(
     mcp: Mcp, inside: dict[str, Any]
 ) -> None:
-    """Each kind of state has one typed model (frontend.calls.state); a sealed body that fits
+    """Each kind of state has one typed model (mcpq.frontend.calls.state); a sealed body that fits
     none is -32602, never read as the nearest kind."""
     signer = RequestStateSigner(parse_secrets(mcp.settings.secret), 60)
     state = signer.seal("anonymous", "tools/call", "echo", {"text": "a", "times": 1}, inside)

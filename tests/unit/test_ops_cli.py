@@ -14,9 +14,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from ops import cli, commands
-from shared.request_state import parse_secrets
-from shared.sealing import new_data_key
+from mcpq.ops.cli import main as cli
+from mcpq.ops.runtime import commands
+from mcpq.shared.request_state import parse_secrets
+from mcpq.shared.sealing import new_data_key
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parents[2]
@@ -33,7 +34,7 @@ class Recorder:
 
 
 #: What a deployment must set for ``mcpq web`` on a public address to start at all.
-BASE = {"MCPQ_TOOLS": "tools.demo", "MCPQ_AUTH": "none", "MCPQ_DATA_KEYS": new_data_key()}
+BASE = {"MCPQ_TOOLS": "mcpq.demo", "MCPQ_AUTH": "none", "MCPQ_DATA_KEYS": new_data_key()}
 
 
 def run(argv: list[str], environ: Mapping[str, str] | None = None) -> list[str]:
@@ -45,12 +46,12 @@ def run(argv: list[str], environ: Mapping[str, str] | None = None) -> list[str]:
 
 
 def gunicorn(bind: str, workers: int) -> list[str]:
-    return [PY, "-m", "gunicorn", "-c", "python:ops.gunicorn_conf",
-            "--bind", bind, "--workers", str(workers), "frontend.entry:app"]  # fmt: skip
+    return [PY, "-m", "gunicorn", "-c", "python:mcpq.ops.runtime.gunicorn_conf",
+            "--bind", bind, "--workers", str(workers), "mcpq.frontend.entry:app"]  # fmt: skip
 
 
 def celery_worker(queues: str, concurrency: int, hostname: str, pool: str = "custom") -> list[str]:
-    return [PY, "-m", "workers.main", "--pool", pool,
+    return [PY, "-m", "mcpq.workers.main", "--pool", pool,
             "--loglevel", "INFO", "-Q", queues, "-c", str(concurrency), "-n", hostname]  # fmt: skip
 
 
@@ -95,12 +96,12 @@ def test_worker_flags_override_the_environment() -> None:
 
 
 def test_an_unknown_pool_is_a_bad_environment(capsys: pytest.CaptureFixture[str]) -> None:
-    line = refusal(["worker"], {"MCPQ_TOOLS": "tools.demo", "MCPQ_WORKER_POOL": "gevent"}, capsys)
+    line = refusal(["worker"], {"MCPQ_TOOLS": "mcpq.demo", "MCPQ_WORKER_POOL": "gevent"}, capsys)
     assert "MCPQ_WORKER_POOL" in line
 
 
 def test_flower_defaults_to_5555_unless_port_is_set() -> None:
-    flower = [PY, "-m", "celery", "-A", "workers.entry", "flower"]
+    flower = [PY, "-m", "celery", "-A", "mcpq.workers.entry", "flower"]
     loopback = "--address=127.0.0.1"
     assert run(["flower"]) == [*flower, "--port=5555", loopback]
     assert run(["flower"], {"PORT": "6001"}) == [*flower, "--port=6001", loopback]
@@ -153,7 +154,7 @@ def test_dev_options_default_to_port_8000_with_a_worker_and_no_flower() -> None:
 
 
 def test_dev_children_are_mcpq_commands_of_the_same_interpreter() -> None:
-    mcpq = [PY, "-m", "ops.cli"]
+    mcpq = [PY, "-m", "mcpq"]
     assert commands.dev_web_command(8123) == [
         *mcpq, "web", "--port", "8123", "--host", "127.0.0.1"
     ]  # fmt: skip
@@ -169,13 +170,13 @@ def test_gunicorn_conf_uses_the_uvicorn_worker_and_only_known_settings(
     gunicorn_config = pytest.importorskip("gunicorn.config")
     monkeypatch.setenv("PORT", "8765")
     monkeypatch.setenv("WEB_CONCURRENCY", "3")
-    conf = importlib.reload(importlib.import_module("ops.gunicorn_conf"))
+    conf = importlib.reload(importlib.import_module("mcpq.ops.runtime.gunicorn_conf"))
     known = {setting.name for setting in gunicorn_config.KNOWN_SETTINGS}
     public = {name for name in vars(conf) if not name.startswith("_")}
     imported = {"annotations", "os", "Any", "Settings"}
     assert public - imported <= known, public - imported - known
-    assert conf.worker_class == "ops.uvicorn_worker.McpqUvicornWorker"
-    assert conf.wsgi_app == "frontend.entry:app"
+    assert conf.worker_class == "mcpq.ops.runtime.uvicorn_worker.McpqUvicornWorker"
+    assert conf.wsgi_app == "mcpq.frontend.entry:app"
     assert (conf.bind, conf.workers) == (["0.0.0.0:8765"], 3)
     assert 0 < conf.graceful_timeout < 30  # inside Heroku's SIGTERM-to-SIGKILL window
     assert callable(conf.post_fork)
@@ -183,7 +184,7 @@ def test_gunicorn_conf_uses_the_uvicorn_worker_and_only_known_settings(
 
 def test_mcpq_is_runnable_as_a_module() -> None:
     done = subprocess.run(
-        [PY, "-m", "ops.cli", "--help"],
+        [PY, "-m", "mcpq", "--help"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -196,7 +197,7 @@ def test_mcpq_is_runnable_as_a_module() -> None:
 
 
 def test_dev_launcher_never_prints_a_redis_password() -> None:
-    from shared.redis_urls import redact_url
+    from mcpq.shared.redis_urls import redact_url
 
     assert redact_url("redis://:s3cret@host:6379/0") == "redis://:***@host:6379/0"
     assert redact_url("rediss://user:s3cret@host:6380") == "rediss://user:***@host:6380"
@@ -227,7 +228,7 @@ def test_web_and_worker_refuse_to_start_without_mcpq_tools(
 def test_a_public_bind_without_auth_is_refused_in_one_line(
     host: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    line = refusal(["web", "--host", host], {"MCPQ_TOOLS": "tools.demo"}, capsys)
+    line = refusal(["web", "--host", host], {"MCPQ_TOOLS": "mcpq.demo"}, capsys)
     assert "without authentication" in line and "MCPQ_AUTH" in line
 
 
@@ -244,7 +245,7 @@ def test_a_public_bind_starts_with_an_explicit_auth_mode(auth: str) -> None:
 def test_oauth_without_its_settings_names_the_missing_one(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    env = {"MCPQ_TOOLS": "tools.demo", "MCPQ_AUTH": "oauth"}
+    env = {"MCPQ_TOOLS": "mcpq.demo", "MCPQ_AUTH": "oauth"}
     assert "MCPQ_RESOURCE_URL" in refusal(["web"], env, capsys)
     env["MCPQ_RESOURCE_URL"] = "https://mcp.example.com/mcp"
     assert "MCPQ_OAUTH_ISSUER" in refusal(["web"], env, capsys)
@@ -255,17 +256,18 @@ def test_oauth_without_its_settings_names_the_missing_one(
 
 
 def test_an_unknown_auth_mode_is_a_bad_environment(capsys: pytest.CaptureFixture[str]) -> None:
-    line = refusal(["web"], {"MCPQ_TOOLS": "tools.demo", "MCPQ_AUTH": "basic"}, capsys)
+    line = refusal(["web"], {"MCPQ_TOOLS": "mcpq.demo", "MCPQ_AUTH": "basic"}, capsys)
     assert "MCPQ_AUTH" in line and "basic" in line
 
 
 def test_gunicorn_refuses_a_public_bind_without_auth_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``gunicorn -c python:ops.gunicorn_conf`` without ``mcpq web`` runs the same checks."""
+    """``gunicorn -c python:ops.runtime.gunicorn_conf`` without ``mcpq web`` runs the same
+    checks."""
     import importlib
 
-    import ops.gunicorn_conf as conf
+    import mcpq.ops.runtime.gunicorn_conf as conf
 
-    monkeypatch.setenv("MCPQ_TOOLS", "tools.demo")
+    monkeypatch.setenv("MCPQ_TOOLS", "mcpq.demo")
     monkeypatch.setenv("MCPQ_DATA_KEYS", new_data_key())
     monkeypatch.delenv("MCPQ_AUTH", raising=False)
     conf = importlib.reload(conf)

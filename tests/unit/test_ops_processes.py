@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from ops.processes import descendant_pids, group_alive, stop_groups, wait_until
-from ops.supervisor import Supervisor
+from mcpq.ops.dev.supervisor import Supervisor
+from mcpq.ops.runtime.processes import descendant_pids, group_alive, stop_groups, wait_until
 from tests.support.procs import pid_alive, start_process_group
 
 

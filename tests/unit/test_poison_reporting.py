@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from frontend.web_metrics import render as render_metrics
-from ops.status import Status
-from ops.status import render as render_status
-from shared.store import Keys, StatsSnapshot
-from shared.store.stats import snapshot
+from mcpq.frontend.web_metrics import render as render_metrics
+from mcpq.ops.cli.status import Status
+from mcpq.ops.cli.status import render as render_status
+from mcpq.shared.store import Keys, StatsSnapshot
+from mcpq.shared.store.stats import snapshot
 
 STATS_HASH = {
     "created:exit_worker": "2",

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 from falcon import testing
 
-from frontend import web_metrics
-from shared.store import Admission, NewTask, Refused, task_ref
+from mcpq.frontend import web_metrics
+from mcpq.shared.store import Admission, NewTask, Refused, task_ref
 from tests.unit.fakes import Mcp, async_to_sync
 
 

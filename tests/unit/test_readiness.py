@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from frontend.health import ReadyResource
-from shared.errors import StoreUnavailable
-from shared.settings import Settings
+from mcpq.frontend.health import ReadyResource
+from mcpq.shared.errors import StoreUnavailable
+from mcpq.shared.settings import Settings
 
 
 class Store:

@@ -1,4 +1,4 @@
-"""shared.redis_tls: one TLS policy for every Redis client, verified unless explicitly not."""
+"""mcpq.shared.redis_tls: one TLS policy for every Redis client, verified unless explicitly not."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from ops import preflight
-from shared import redis_tls
-from shared.celery_config import celery_config
-from shared.redis_tls import RedisTlsError
-from shared.settings import Settings
+from mcpq.ops.runtime import preflight
+from mcpq.shared import redis_tls
+from mcpq.shared.celery_config import celery_config
+from mcpq.shared.redis_tls import RedisTlsError
+from mcpq.shared.settings import Settings
 
 
 def settings(url: str, **env: str) -> Settings:
-    return Settings.from_env({"REDIS_URL": url, "MCPQ_TOOLS": "tools.demo", **env})
+    return Settings.from_env({"REDIS_URL": url, "MCPQ_TOOLS": "mcpq.demo", **env})
 
 
 def test_rediss_is_verified_by_default_in_every_client_shape() -> None:

@@ -1,4 +1,4 @@
-"""shared.redis_urls: the ``redis+sentinel://`` form of REDIS_URL and what each client gets."""
+"""mcpq.shared.redis_urls: the ``redis+sentinel://`` form of REDIS_URL and what each client gets."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import ssl
 
 import pytest
 
-from ops import preflight
-from shared import redis_tls, redis_urls
-from shared.celery_config import broker_is_store, broker_url, celery_config
-from shared.redis_urls import RedisUrlError, SentinelUrl
-from shared.settings import Settings
-from shared.store.clients import (
+from mcpq.ops.runtime import preflight
+from mcpq.shared import redis_tls, redis_urls
+from mcpq.shared.celery_config import broker_is_store, broker_url, celery_config
+from mcpq.shared.redis_urls import RedisUrlError, SentinelUrl
+from mcpq.shared.settings import Settings
+from mcpq.shared.store.clients import (
     _AsyncBlockingSentinelPool,
     _BlockingSentinelPool,
     async_client,
@@ -22,7 +22,7 @@ URL = "redis+sentinel://:s3cret@10.0.0.1:26379,10.0.0.2,[::1]:26380/mymaster/2"
 
 
 def settings(url: str, **env: str) -> Settings:
-    return Settings.from_env({"REDIS_URL": url, "MCPQ_TOOLS": "tools.demo", **env})
+    return Settings.from_env({"REDIS_URL": url, "MCPQ_TOOLS": "mcpq.demo", **env})
 
 
 def test_the_url_names_sentinels_service_db_and_the_servers_credentials() -> None:

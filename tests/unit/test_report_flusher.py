@@ -1,4 +1,4 @@
-"""Late status reports (``workers.reports``): due on a grid of half the delay, so that one
+"""Late status reports (``mcpq.workers.reports``): due on a grid of half the delay, so that one
 wake-up of the flusher writes every report due in that step."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from shared.store import Reply
-from workers import reports
-from workers.reports import PendingReport, ReportFlusher
+from mcpq.shared.store import Reply
+from mcpq.workers import reports
+from mcpq.workers.reports import PendingReport, ReportFlusher
 
 
 def test_reports_made_close_together_fall_due_together_and_are_all_written(

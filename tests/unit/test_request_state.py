@@ -1,4 +1,4 @@
-"""``shared.request_state``: the sealed MRTR ``requestState`` (spec digest §6.1, §10)."""
+"""``mcpq.shared.request_state``: the sealed MRTR ``requestState`` (spec digest §6.1, §10)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from shared.request_state import (
+from mcpq.shared.request_state import (
     InvalidRequestState,
     RequestStateSigner,
     WeakSecret,

@@ -1,4 +1,4 @@
-"""``shared.results`` (tool return value -> ``CallToolResult``) and ``shared.wire.Task``
+"""``mcpq.shared.results`` (tool return value -> ``CallToolResult``) and ``mcpq.shared.wire.Task``
 (a stored task -> the wire ``DetailedTask``)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from shared.results import call_tool_result, error_result
-from shared.store import TaskRecord
-from shared.wire import Task, iso
+from mcpq.shared.results import call_tool_result, error_result
+from mcpq.shared.store import TaskRecord
+from mcpq.shared.wire import Task, iso
 
 
 def test_a_string_is_one_text_block() -> None:

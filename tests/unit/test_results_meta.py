@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from falcon.util.sync import async_to_sync
 
-from frontend import methods
-from shared.results import call_tool_result
-from shared.store import AsyncTaskStore, Keys, WebStore, web_store
-from shared.store.clients import async_client
+from mcpq.frontend import methods
+from mcpq.shared.results import call_tool_result
+from mcpq.shared.store import AsyncTaskStore, Keys, WebStore, web_store
+from mcpq.shared.store.clients import async_client
 from tests.unit.fakes import SERVER_INFO, SETTINGS, TASKS, Mcp, Reply
 
 CONFIRM: dict[str, Any] = {"elicitation": {}}

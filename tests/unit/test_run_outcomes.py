@@ -1,4 +1,4 @@
-"""A run's outcome (``workers.outcomes.RunOutcome``): the ``outcome`` label of the worker's
+"""A run's outcome (``mcpq.workers.outcomes.RunOutcome``): the ``outcome`` label of the worker's
 metrics and the ``transition`` of its ``run ended`` line, from a closed set of words that
 dashboards, alerts and docs/operations.md name."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.store import Reply, TaskStatus
-from workers.outcomes import RunOutcome
+from mcpq.shared.store import Reply, TaskStatus
+from mcpq.workers.outcomes import RunOutcome
 
 #: Every label value a run can have, as dashboards read them.
 LABELS = {

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from shared.errors import TaskCancelled
-from shared.settings import Settings
-from shared.store import Renewal, Reply, StepStart, TaskStatus
-from shared.tools import Registry, ToolContext
+from mcpq.shared.errors import TaskCancelled
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import Renewal, Reply, StepStart, TaskStatus
+from mcpq.shared.tools import Registry, ToolContext
+from mcpq.workers.context import RunContext
+from mcpq.workers.heartbeat import KeptRun, LeaseKeeper, Watchdog
+from mcpq.workers.interrupts import RunSuperseded
 from tests.support.white_box import quiet_watch
-from workers.context import RunContext
-from workers.heartbeat import KeptRun, LeaseKeeper, Watchdog
-from workers.interrupts import RunSuperseded
 
 
 class HealthyStore:

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from shared.logs import MAX_FIELD_CHARS, JsonFormatter, TextFormatter, escape, safe
+from mcpq.shared.logs import MAX_FIELD_CHARS, JsonFormatter, TextFormatter, escape, safe
 
 NASTY = "a\rb\nc\x1bd\x85e\u2028f\u2029g\x00h\x7fi\tj"
 FORMATTERS = [JsonFormatter(), TextFormatter()]

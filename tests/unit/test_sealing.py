@@ -1,4 +1,4 @@
-"""Sealing of payloads at rest (shared.sealing) and the store's use of it (payloads)."""
+"""Sealing of payloads at rest (mcpq.shared.sealing) and the store's use of it (payloads)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import secrets
 
 import pytest
 
-from ops import preflight
-from shared.sealing import (
+from mcpq.ops.runtime import preflight
+from mcpq.shared.sealing import (
     DataKey,
     DataKeyError,
     Sealer,
@@ -19,10 +19,10 @@ from shared.sealing import (
     parse_data_keys,
     sealed_kid,
 )
-from shared.settings import Settings
-from shared.store import Keys
-from shared.store.payloads import Payloads, UnreadablePayload
-from shared.store.records import TaskRecord
+from mcpq.shared.settings import Settings
+from mcpq.shared.store import Keys
+from mcpq.shared.store.payloads import Payloads, UnreadablePayload
+from mcpq.shared.store.records import TaskRecord
 
 KEY1 = secrets.token_bytes(32)
 KEY2 = secrets.token_bytes(32)
@@ -140,18 +140,18 @@ def test_plaintext_is_the_explicit_opt_out() -> None:
 
 
 def test_servers_refuse_to_start_without_keys_and_warn_on_the_opt_out() -> None:
-    base = Settings(tools=("tools.demo",), auth=("none",))
+    base = Settings(tools=("mcpq.demo",), auth=("none",))
     for problem in (
         preflight.web_problem(base, ["127.0.0.1"]),
         preflight.worker_problem(base),
     ):
         assert problem is not None and problem.startswith("MCPQ_DATA_KEYS is not set")
-    bad = Settings(tools=("tools.demo",), data_keys="k1:short")
+    bad = Settings(tools=("mcpq.demo",), data_keys="k1:short")
     assert "MCPQ_DATA_KEYS is not a key" in (preflight.worker_problem(bad) or "")
-    opted_out = Settings(tools=("tools.demo",), data_keys="plaintext")
+    opted_out = Settings(tools=("mcpq.demo",), data_keys="plaintext")
     assert preflight.worker_problem(opted_out) is None
     assert "unencrypted" in (preflight.data_keys_warning(opted_out) or "")
-    keyed = Settings(tools=("tools.demo",), data_keys=new_data_key())
+    keyed = Settings(tools=("mcpq.demo",), data_keys=new_data_key())
     assert preflight.worker_problem(keyed) is None
     assert preflight.data_keys_warning(keyed) is None
 

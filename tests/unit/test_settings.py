@@ -6,8 +6,8 @@ from dataclasses import fields
 
 import pytest
 
-from shared.celery_config import celery_config
-from shared.settings import Settings
+from mcpq.shared.celery_config import celery_config
+from mcpq.shared.settings import Settings
 
 
 def test_an_empty_environment_gives_the_defaults() -> None:

@@ -1,4 +1,4 @@
-"""``shared.tools``: schemas from signatures, argument validation, registration rules."""
+"""``mcpq.shared.tools``: schemas from signatures, argument validation, registration rules."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 import pytest
 
-from shared.tools import (
+from mcpq.shared.tools import (
     ArgumentsInvalid,
     Registry,
     Tool,
@@ -187,7 +187,7 @@ def test_get_and_from_modules() -> None:
     assert reg.get("typed") is reg.tools["typed"]
     assert reg.get("nope") is None
     # A registry is built from tool modules: their own @tool functions, in definition order.
-    demo = Registry.from_modules(["tools.demo"])
+    demo = Registry.from_modules(["mcpq.demo"])
     assert list(demo.tools) == ["build_report", "approve_deployment", "summarize"]
     assert demo.queues() == {"bulk"}
     assert Registry.from_modules(["json"]).tools == {}
@@ -202,7 +202,7 @@ def test_declaring_a_tool_registers_it_nowhere() -> None:
 
     assert lonely.__name__ == "lonely"  # the function itself, unchanged
     assert Registry().get("lonely") is None
-    assert Registry.from_modules(["tools.demo"]).get("lonely") is None
+    assert Registry.from_modules(["mcpq.demo"]).get("lonely") is None
 
 
 def test_two_tools_of_one_name_are_refused() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ops.cli import main
-from ops.processes import free_port
+from mcpq.ops.cli.main import main
+from mcpq.ops.runtime.processes import free_port
 
 
 def test_an_unreachable_redis_is_one_line_with_its_redacted_url(

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from shared.store import clock as clock_module
-from shared.store.clock import RedisClock
+from mcpq.shared.store import clock as clock_module
+from mcpq.shared.store.clock import RedisClock
 
 
 def test_no_anchor_means_read_time_first() -> None:

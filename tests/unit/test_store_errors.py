@@ -6,8 +6,8 @@ import pytest
 import redis.asyncio as aioredis
 import redis.exceptions as rexc
 
-from shared.errors import StoreUnavailable
-from shared.store.redis_errors import store_errors
+from mcpq.shared.errors import StoreUnavailable
+from mcpq.shared.store.redis_errors import store_errors
 from tests.support.redis_server import redis_server
 
 

@@ -1,4 +1,4 @@
-"""The store's plans without Redis (``shared.store.plans``, ``task_plans``): what each asks its
+"""The store's plans without Redis (``mcpq.shared.store.plans``, ``task_plans``): what each asks its
 driver to do, in which order, and what it makes of the replies and errors it is given. Both
 stores run these same plans; here a list of canned replies plays the driver."""
 
@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from redis.exceptions import NoScriptError
 
-from shared.errors import StoreUnavailable
-from shared.store import Admission, Keys, NewTask, Refused, task_ref
-from shared.store.call_types import PipelineCall
-from shared.store.clock import RedisClock
-from shared.store.plans import TIME, Done, Eval, EvalAndWait, Load, Plan, ScriptPlans, resume
-from shared.store.redis_errors import NotReplicated
-from shared.store.task_plans import TaskPlans
+from mcpq.shared.errors import StoreUnavailable
+from mcpq.shared.store import Admission, Keys, NewTask, Refused, task_ref
+from mcpq.shared.store.call_types import PipelineCall
+from mcpq.shared.store.clock import RedisClock
+from mcpq.shared.store.plans import TIME, Done, Eval, EvalAndWait, Load, Plan, ScriptPlans, resume
+from mcpq.shared.store.redis_errors import NotReplicated
+from mcpq.shared.store.task_plans import TaskPlans
 
 NOW = [1_700_000_000, 0]  # TIME's reply: 1 700 000 000 000 ms
 READINGS = RedisClock.READINGS  # TIME read to set a store's first anchor

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from typing import Any
 
-from shared.store.records import POLL_FIELDS, TaskRecord
+from mcpq.shared.store.records import POLL_FIELDS, TaskRecord
 
 #: The call's own fields: a poll leaves them in Redis.
 CALL_FIELDS = ("args", "caps", "pre")
@@ -56,11 +56,11 @@ def test_every_field_the_record_reads_is_a_poll_field_or_the_calls_own() -> None
 
 
 def test_the_records_and_the_wire_load_no_redis_client() -> None:
-    """``shared.wire`` (the results mcpq emits) needs the task record, not the store: importing
-    it loads no redis-py (``shared.store`` imports its stores on first use)."""
+    """``mcpq.shared.wire`` (the results mcpq emits) needs the task record, not the store: importing
+    it loads no redis-py (``mcpq.shared.store`` imports its stores on first use)."""
     code = (
-        "import sys, shared.wire, shared.store.records\n"
-        "from shared.store import TaskRecord, TaskStatus, task_ref\n"
+        "import sys, mcpq.shared.wire, mcpq.shared.store.records\n"
+        "from mcpq.shared.store import TaskRecord, TaskStatus, task_ref\n"
         "print(sorted(m for m in sys.modules if m == 'redis' or m.startswith('redis.')))"
     )
     done = subprocess.run(

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import redis.exceptions as rexc
 
-from frontend import streams
-from shared.errors import StoreUnavailable
-from shared.results import call_tool_result
-from shared.store import TaskStatus
+from mcpq.frontend import streams
+from mcpq.shared.errors import StoreUnavailable
+from mcpq.shared.results import call_tool_result
+from mcpq.shared.store import TaskStatus
 from tests.unit.fakes import Mcp
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from shared.store import task_ref
-from shared.tools import elicitation
+from mcpq.shared.store import task_ref
+from mcpq.shared.tools import elicitation
 from tests.unit.fakes import SERVER_INFO, TASKS, Mcp
 
 METHODS = ["tasks/get", "tasks/update", "tasks/cancel"]

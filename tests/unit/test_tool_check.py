@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ops.cli import main
-from ops.tool_check import missing_module
+from mcpq.ops.cli.main import main
+from mcpq.ops.runtime.tool_check import missing_module
 
 
 def test_a_missing_module_is_named_with_where_modules_are_found() -> None:

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from frontend import task_service
-from shared.results import call_tool_result
-from shared.store import task_ref
-from shared.store.records import TaskRecord
+from mcpq.frontend import task_service
+from mcpq.shared.results import call_tool_result
+from mcpq.shared.store import task_ref
+from mcpq.shared.store.records import TaskRecord
 from tests.unit.fakes import OWNER, SERVER_INFO, TASKS, Mcp, meta
 
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")

@@ -8,7 +8,7 @@ import falcon.testing
 import orjson
 import pytest
 
-from frontend.app import create_app
+from mcpq.frontend.app import create_app
 from tests.unit.fakes import PV, SETTINGS, FakeProducer, Mcp, meta, registry
 
 JSON = "application/json"

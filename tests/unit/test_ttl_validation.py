@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from shared.settings import Settings
-from shared.tools import ToolContext, tool
+from mcpq.shared.settings import Settings
+from mcpq.shared.tools import ToolContext, tool
 from tests.unit.fakes import Mcp
 from tests.unit.test_legacy import Session
 

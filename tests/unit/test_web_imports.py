@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ops import gunicorn_conf
+from mcpq.ops.runtime import gunicorn_conf
 
 REPO = Path(__file__).resolve().parents[2]
 OAUTH_LIBRARIES = ("httpx", "jwt")
@@ -27,7 +27,7 @@ OAUTH_ENV = {
 #: it left loaded.
 MASTER = """
 import json, sys, types
-from ops import gunicorn_conf
+from mcpq.ops.runtime import gunicorn_conf
 server = types.SimpleNamespace(cfg=types.SimpleNamespace(bind=["127.0.0.1:8000"]))
 gunicorn_conf.on_starting(server)
 print(json.dumps(sorted(sys.modules)))
@@ -36,8 +36,8 @@ print(json.dumps(sorted(sys.modules)))
 #: ``create_app`` as a worker runs it, then the modules loaded.
 APP = """
 import json, sys
-from frontend.app import create_app
-from shared.settings import Settings
+from mcpq.frontend.app import create_app
+from mcpq.shared.settings import Settings
 create_app(Settings.from_env())
 print(json.dumps(sorted(sys.modules)))
 """
@@ -46,7 +46,7 @@ print(json.dumps(sorted(sys.modules)))
 def modules_after(code: str, **env: str) -> set[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("MCPQ_")}
     environ.update(
-        MCPQ_TOOLS="tools.demo", MCPQ_DATA_KEYS="plaintext", MCPQ_LOG_LEVEL="ERROR", **env
+        MCPQ_TOOLS="mcpq.demo", MCPQ_DATA_KEYS="plaintext", MCPQ_LOG_LEVEL="ERROR", **env
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -63,7 +63,7 @@ def modules_after(code: str, **env: str) -> set[str]:
 
 def test_without_oauth_the_app_never_imports_httpx_or_jwt() -> None:
     loaded = modules_after(APP)
-    assert "frontend.app" in loaded
+    assert "mcpq.frontend.app" in loaded
     assert [name for name in OAUTH_LIBRARIES if name in loaded] == []
 
 
@@ -74,7 +74,7 @@ def test_with_oauth_the_app_imports_them() -> None:
 
 def test_the_master_imports_what_the_workers_would_load_after_the_fork() -> None:
     loaded = modules_after(MASTER)
-    assert {"frontend.app", *gunicorn_conf._POST_FORK_MODULES} <= loaded
+    assert {"mcpq.frontend.app", *gunicorn_conf._POST_FORK_MODULES} <= loaded
     assert [name for name in OAUTH_LIBRARIES if name in loaded] == []
 
 
@@ -95,7 +95,7 @@ def test_the_web_workers_load_no_websocket_library() -> None:
 import json, sys
 from unittest import mock
 import gunicorn.config
-from ops.uvicorn_worker import McpqUvicornWorker
+from mcpq.ops.runtime.uvicorn_worker import McpqUvicornWorker
 cfg = gunicorn.config.Config()
 log = mock.MagicMock()
 log.error_log.handlers = log.access_log.handlers = []
@@ -107,5 +107,5 @@ assert worker.config.ws_protocol_class is None
 print(json.dumps(sorted(sys.modules)))
 """
     loaded = modules_after(code)
-    assert "ops.uvicorn_worker" in loaded
+    assert "mcpq.ops.runtime.uvicorn_worker" in loaded
     assert "websockets" not in loaded and "wsproto" not in loaded

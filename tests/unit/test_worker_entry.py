@@ -1,7 +1,7 @@
-"""``mcpq worker`` runs Celery's ``worker`` command through ``workers.main``, without Celery's
+"""``mcpq worker`` runs Celery's ``worker`` command through ``mcpq.workers.main``, without Celery's
 umbrella program: the same command and options, without the plugins that program loads (Flower
 with tornado, click-repl with prompt_toolkit), which every worker process used to hold. The app
-it runs comes from the workers' composition root, ``workers.celery_app.create_worker_app``."""
+it runs comes from the workers' composition root, ``mcpq.workers.celery_app.create_worker_app``."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ import sys
 import pytest
 from celery import Celery
 
-from shared.tools import Registry
+from mcpq.shared.tools import Registry
+from mcpq.workers.broker_watch import Configured
+from mcpq.workers.celery_app import create_worker_app
+from mcpq.workers.io_pool import HandsBackRuns
 from tests.unit.fakes import SETTINGS, registry
-from workers.broker_watch import Configured
-from workers.celery_app import create_worker_app
-from workers.io_pool import HandsBackRuns
 
 PROBE = """
 import sys
-from workers.main import main
+from mcpq.workers.main import main
 try:
     main(["--help"])
 except SystemExit as exc:
@@ -48,7 +48,7 @@ def test_the_umbrella_program_is_what_loaded_them() -> None:
         "import sys\n"
         "from celery.bin.celery import celery\n"
         "try:\n"
-        "    celery.main(['-A', 'workers.entry', 'worker', '--help'])\n"
+        "    celery.main(['-A', 'mcpq.workers.entry', 'worker', '--help'])\n"
         "except SystemExit:\n"
         "    pass\n"
         "print('click_repl' in sys.modules or 'flower' in sys.modules)\n"
@@ -60,13 +60,13 @@ def test_the_umbrella_program_is_what_loaded_them() -> None:
 
 
 # The composition root (workers.celery_app): importing it builds nothing; the factory builds the
-# app, one Celery task per tool; workers.entry builds it from the environment for `celery -A`.
+# app, one Celery task per tool; mcpq.workers.entry builds it from the environment for `celery -A`.
 
 NOTHING_BUILT = """
 import celery._state
-import workers.celery_app
-import workers.io_pool, workers.broker_watch, workers.main
-print("apps", len(celery._state._apps), "tools", "tools.demo" in sys.modules)
+import mcpq.workers.celery_app
+import mcpq.workers.io_pool, mcpq.workers.broker_watch, mcpq.workers.main
+print("apps", len(celery._state._apps), "tools", "mcpq.demo" in sys.modules)
 """
 
 
@@ -89,17 +89,17 @@ def test_importing_the_worker_modules_builds_nothing() -> None:
     assert done.stdout.strip().endswith("apps 0 tools False"), done.stdout
 
 
-#: The tasks of the app ``workers.entry`` built (Celery's own are named ``celery.*``).
+#: The tasks of the app ``mcpq.workers.entry`` built (Celery's own are named ``celery.*``).
 BUILT = """
-import workers.entry
-print(sorted(name for name in workers.entry.app.tasks if not name.startswith("celery.")))
+import mcpq.workers.entry
+print(sorted(name for name in mcpq.workers.entry.app.tasks if not name.startswith("celery.")))
 """
 
 
 def test_the_entry_module_builds_the_app_from_the_environment() -> None:
-    done = _probe(BUILT, MCPQ_TOOLS="tools.demo", MCPQ_DATA_KEYS="plaintext")
+    done = _probe(BUILT, MCPQ_TOOLS="mcpq.demo", MCPQ_DATA_KEYS="plaintext")
     assert done.returncode == 0, done.stderr[-2000:]
-    demo = sorted(Registry.from_modules(["tools.demo"]).tools)
+    demo = sorted(Registry.from_modules(["mcpq.demo"]).tools)
     assert done.stdout.strip() == str(demo), done.stdout
     failed = _probe(BUILT, MCPQ_TOOLS="no_such_tool_module")
     assert failed.returncode != 0 and "no_such_tool_module" in failed.stderr
@@ -111,7 +111,7 @@ def test_the_factory_registers_one_celery_task_per_tool_named_after_it() -> None
     assert sorted(ours) == sorted(registry.tools)
     for task in ours.values():
         assert (task.acks_late, task.ignore_result) == (True, True)
-    assert app.conf.worker_consumer == "workers.broker_watch:BoundedConsumer"
+    assert app.conf.worker_consumer == "mcpq.workers.broker_watch:BoundedConsumer"
     # Another app of the same process gets none of them (not Celery's shared tasks).
     other = create_worker_app(SETTINGS, Registry())
     assert [name for name in other.tasks if not name.startswith("celery.")] == []

@@ -1,0 +1,1 @@
+"""CI's own tools (the dependency audit, the lock script). Not installed."""

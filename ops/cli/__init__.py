@@ -1,0 +1,1 @@
+"""The ``mcpq`` command line: its entry point and every subcommand but ``mcpq dev``."""

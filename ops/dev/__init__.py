@@ -1,0 +1,1 @@
+"""``mcpq dev``: Redis, the web and the workers on one machine, supervised."""

@@ -1,1 +1,0 @@
-"""Built-in tools: the conformance fixtures and a few demos."""
