@@ -186,6 +186,38 @@ def test_an_unreachable_server_raises_store_unavailable_within_seconds(failure) 
     assert max(spent) < 3.0, spent
 
 
+def test_a_burst_that_keeps_the_event_loop_busy_fails_no_connection(
+    redis_process: RedisProcess,
+) -> None:
+    """300 requests arrive at once on a new web process; each spends 3 ms of CPU (parsing, on a
+    loaded machine) before its first command: about a second during which the pool's new
+    connections are made but their completion waits behind that work. None of it is a Redis
+    that is away: no call may fail. (With the connect timer at 0.5 s, 100 of them did.)"""
+
+    async def burst() -> list[str]:
+        client = async_client(Settings(redis_url=redis_process.url))
+        failed: list[str] = []
+
+        async def request(i: int) -> None:
+            await asyncio.sleep(0)
+            busy_until = time.perf_counter() + 0.003
+            while time.perf_counter() < busy_until:
+                pass
+            try:
+                await client.set(f"burst:{i}", "x")
+            except Exception as exc:
+                failed.append(f"{type(exc).__name__}: {exc}")
+
+        try:
+            await asyncio.gather(*(request(i) for i in range(300)))
+        finally:
+            await client.aclose()
+        return failed
+
+    failed = asyncio.run(burst())
+    assert failed == [], f"{len(failed)} failed, e.g. {failed[0]}"
+
+
 # -- the web tier's client -------------------------------------------------------------------------
 def test_the_web_clients_connections_pack_with_hiredis_and_round_trip_every_argument_kind(
     redis_process: RedisProcess,
