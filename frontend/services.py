@@ -39,6 +39,6 @@ class Services:
 
 def _server_version() -> str:
     try:
-        return version("mcpq")
+        return version("mcpq-server")  # the distribution (mcpq on PyPI is another project)
     except PackageNotFoundError:
         return "0.0.0"

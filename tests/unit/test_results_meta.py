@@ -71,7 +71,7 @@ def test_every_result_has_a_result_type_and_server_info(mcp: Mcp, name: str) -> 
     result = reply.result
     assert result["resultType"] == RESULT_TYPES.get(name, "complete")
     info = result["_meta"][SERVER_INFO]
-    assert info == {"name": "mcpq-unit", "version": version("mcpq")}
+    assert info == {"name": "mcpq-unit", "version": version("mcpq-server")}
 
 
 @pytest.mark.parametrize("method", ["tasks/update", "tasks/cancel"])
