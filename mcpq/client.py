@@ -216,16 +216,24 @@ async def connect(
     on_sampling: OnSampling | None = None,
     client_name: str = "mcpq-client",
     timeout_s: float = 30.0,
+    on_response: Callable[[httpx2.Response], Awaitable[None]] | None = None,
 ) -> AsyncIterator[Client]:
     """An SDK ``Client`` on ``url`` (streamable HTTP, 2026-07-28) with :class:`TasksExtension`.
 
     ``token`` goes out as ``Authorization: Bearer`` (an mcpq API key or an OAuth access token).
     Elicitation is declared only with ``on_input``, sampling only with ``on_sampling``.
+    ``on_response`` sees every HTTP response (an httpx2 event hook): the SDK reports an HTTP
+    error status only as an ``MCPError``, without the status or its headers.
     """
     headers = {"Authorization": f"Bearer {token}"} if token else None
+    hooks = {"response": [on_response]} if on_response else None
     async with AsyncExitStack() as stack:
         http = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(timeout_s, connect=10.0))
+            httpx2.AsyncClient(
+                headers=headers,
+                timeout=httpx2.Timeout(timeout_s, connect=10.0),
+                event_hooks=hooks,
+            )
         )
         client = Client(
             streamable_http_client(url, http_client=http),

@@ -5,31 +5,38 @@ async; the terminal is not: the SDK client lives on an event loop in a backgroun
 anyio blocking portal) and this module's main thread drives the conversation, so every prompt
 reads the terminal from the main thread. This module holds the commands themselves (their
 options, the connection, what each one does); a task is followed by :mod:`mcpq.ops.cli.call_follow`
-(where Ctrl-C cancels, then detaches), a tool's ``key=value`` arguments are typed by
-:mod:`ops.cli.call_arguments`, questions are asked by :mod:`ops.cli.call_prompts`, and the outcome
-and its exit status (``EXIT_*``) are :mod:`ops.cli.call_output`'s. Before the task exists, Ctrl-C
-is a plain ``KeyboardInterrupt`` (130).
+(where Ctrl-C cancels, then detaches), a tool's ``key=value`` arguments (and ``--answer``'s) are
+typed by :mod:`ops.cli.call_arguments`, questions are asked by :mod:`ops.cli.call_prompts`, and
+the outcome, a failure's one line and the exit status (``EXIT_*``) are
+:mod:`ops.cli.call_output`'s. Before the task exists, Ctrl-C is a plain ``KeyboardInterrupt``
+(130).
+
+The endpoint is ``--url``, else ``MCPQ_URL``, else the one of the `mcpq dev` this user runs
+(its state file: :func:`mcpq.ops.dev.state.running_dev`), else the local default.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from mcpq.ops.cli.call_arguments import parse_arguments
+from mcpq.ops.cli.call_arguments import parse_answers, parse_arguments
 from mcpq.ops.cli.call_follow import answer_questions, follow
 from mcpq.ops.cli.call_output import (
     EXIT_COMPLETED,
     EXIT_DETACHED,
-    EXIT_UNREACHABLE,
     EXIT_USAGE,
+    Refusals,
+    failure,
     print_result,
     print_task_id,
 )
-from mcpq.ops.cli.call_prompts import UsageError, ask_form, ask_sampling
+from mcpq.ops.cli.call_prompts import CannotPrompt, UsageError, ask_form, ask_sampling
+from mcpq.shared.settings import Settings
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -37,7 +44,8 @@ if TYPE_CHECKING:
     from mcp import Client
     from rich.console import Console
 
-    from mcpq.shared.settings import Settings
+#: Where `mcpq dev` serves by default (``MCPQ_URL`` unset and no `mcpq dev` found).
+_DEFAULT_URL = Settings.from_env({}).client_url
 
 
 def add_parsers(sub: Any) -> None:
@@ -55,6 +63,7 @@ def add_parsers(sub: Any) -> None:
         help="answer sampling requests with this command (the prompt on its stdin, the answer "
         "on its stdout) instead of asking",
     )
+    _answer_option(call)
     _common(call)
 
     task = sub.add_parser("task", help="get, watch, answer or cancel a task by its taskId")
@@ -72,18 +81,48 @@ def add_parsers(sub: Any) -> None:
         )
         if name in {"watch", "answer"}:
             action.add_argument("--sampling-command", metavar="CMD")
+            _answer_option(action)
         _common(action)
 
 
+def _answer_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--answer",
+        action="append",
+        metavar="KEY=JSON",
+        help="answer the field KEY of the task's forms with this JSON value, without asking "
+        "(repeatable; e.g. approve=true)",
+    )
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", help="the MCP endpoint (default: $MCPQ_URL or the local dev one)")
+    parser.add_argument(
+        "--url",
+        help="the MCP endpoint (default: $MCPQ_URL, else the running mcpq dev's, else "
+        f"{_DEFAULT_URL})",
+    )
     parser.add_argument("--token", help="bearer token (default: $MCPQ_TOKEN)")
     parser.add_argument(
         "--output", choices=["text", "json"], default="text", help="json: one object on stdout"
     )
 
 
-def run(args: argparse.Namespace, settings: Settings) -> int:
+def endpoint(url: str | None, settings: Settings, environ: Mapping[str, str]) -> str:
+    """``--url``, else ``MCPQ_URL``, else the endpoint of the `mcpq dev` this user runs, else
+    the local default."""
+    if url:
+        return url
+    if settings.client_url and ("MCPQ_URL" in environ or settings.client_url != _DEFAULT_URL):
+        return settings.client_url
+    from mcpq.ops.dev.state import running_dev
+
+    dev = running_dev(environ)
+    return dev.web_url if dev is not None and dev.web_url else _DEFAULT_URL
+
+
+def run(
+    args: argparse.Namespace, settings: Settings, environ: Mapping[str, str] | None = None
+) -> int:
     """``mcpq call`` / ``mcpq task``; returns the exit status."""
     try:
         from mcp import MCPError  # the `client` extra
@@ -91,14 +130,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     except ImportError as exc:
         print(
             f"mcpq {args.command}: needs the client extra ({exc.name} missing): "
-            "pip install 'mcpq[client]'",
+            "pip install 'mcpq-server[client]'",
             file=sys.stderr,
         )
         return EXIT_USAGE
     ui = Console(stderr=True, highlight=False)
-    where = args.url or settings.client_url
+    where = endpoint(args.url, settings, os.environ if environ is None else environ)
+    refusals = Refusals()
     try:
-        with _connected(where, args.token or settings.client_token, ui, args) as (portal, client):
+        args.answers = parse_answers(getattr(args, "answer", None))
+        token = args.token or settings.client_token
+        with _connected(where, token, ui, args, refusals) as (portal, client):
             if args.command == "call":
                 return _call(portal, client, ui, args)
             return _task(portal, client, ui, args)
@@ -106,21 +148,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"mcpq {args.command}: interrupted", file=sys.stderr)
         return EXIT_DETACHED
     except Exception as exc:  # the portal may wrap it in an exception group
-        return _failure(args.command, where, _leaf(exc), MCPError)
-
-
-def _failure(command: str, where: str, exc: BaseException, mcp_error: type[Exception]) -> int:
-    """One line, never a traceback: a bad argument (2); an error the server answered, or an
-    unreachable server, TLS, a broken proxy (5)."""
-    if isinstance(exc, UsageError):
-        print(f"mcpq {command}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    if isinstance(exc, mcp_error):
-        error = exc.error  # type: ignore[attr-defined]
-        print(f"mcpq {command}: {error.message} (code {error.code})", file=sys.stderr)
-        return EXIT_UNREACHABLE
-    print(f"mcpq {command}: {where}: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return EXIT_UNREACHABLE
+        line, status = failure(_leaf(exc), where, refusals.last, MCPError)
+        print(f"mcpq {args.command}: {line}", file=sys.stderr)
+        return status
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -131,7 +161,7 @@ def _leaf(exc: BaseException) -> BaseException:
 
 @contextmanager
 def _connected(
-    url: str, token: str, ui: Console, args: argparse.Namespace
+    url: str, token: str, ui: Console, args: argparse.Namespace, refusals: Refusals
 ) -> Iterator[tuple[BlockingPortal, Client]]:
     from anyio.from_thread import start_blocking_portal
 
@@ -142,7 +172,7 @@ def _connected(
     # Only MRTR rounds before a task exists reach these (on the loop thread, while the main
     # thread waits for `start`); a task's own questions are asked by the main thread.
     async def on_input(params: types.ElicitRequestParams) -> types.ElicitResult:
-        return ask_form(ui, params)
+        return ask_form(ui, params, args.answers)
 
     async def on_sampling(params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         return ask_sampling(ui, params, command)
@@ -154,6 +184,7 @@ def _connected(
             on_input=on_input,
             on_sampling=on_sampling,
             client_name="mcpq-cli",
+            on_response=refusals,
         )
         with portal.wrap_async_context_manager(connection) as client:
             yield portal, client
@@ -176,7 +207,12 @@ def _call(portal: BlockingPortal, client: Client, ui: Console, args: argparse.Na
     if args.detach:
         print_task_id(args.output, started.task_id, started.status)
         return EXIT_COMPLETED
-    return follow(portal, client, ui, started.task_id, args)
+    try:
+        return follow(portal, client, ui, started.task_id, args)
+    except (CannotPrompt, UsageError):
+        # Nobody will answer: a task left waiting would hold its place until its TTL.
+        portal.call(tasks.cancel, client, started.task_id)
+        raise
 
 
 # -- mcpq task ---------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """A tool's arguments from ``mcpq call``'s command line: ``key=value`` pairs typed by the tool's
-input schema, over the object of ``--json``."""
+input schema, over the object of ``--json``; and the answers given up front with ``--answer``."""
 
 from __future__ import annotations
 
@@ -30,6 +30,24 @@ def parse_arguments(
             raise UsageError(f"expected key=value, got {pair!r}")
         arguments[key] = _typed(key, value, properties.get(key) or {})
     return arguments
+
+
+def parse_answers(pairs: list[str] | None) -> dict[str, Any]:
+    """``--answer KEY=JSON`` pairs: the value of the field ``KEY`` of the forms the task asks,
+    as JSON (``approve=true``, ``reason='"a string"'``)."""
+    answers: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--answer: expected KEY=JSON, got {pair!r}")
+        try:
+            answers[key] = json.loads(raw)
+        except ValueError:
+            example = json.dumps(raw)
+            raise UsageError(
+                f"--answer {key}: not JSON (a string keeps its quotes: {key}='{example}')"
+            ) from None
+    return answers
 
 
 _TRUE, _FALSE = {"true", "yes", "y", "1", "on"}, {"false", "no", "n", "0", "off"}

@@ -168,17 +168,21 @@ def answer_questions(
     answered: set[str],
     args: argparse.Namespace,
 ) -> set[str]:
-    """Ask the task's outstanding questions in the terminal and send the answers."""
+    """Ask the task's outstanding questions in the terminal (forms filled from ``--answer``
+    first) and send the answers."""
     import mcp_types as types
 
     from mcpq import client as tasks
 
+    given = getattr(args, "answers", None)
     responses: types.InputResponses = {}
     for key, request in (task.input_requests or {}).items():
         if key in answered:
             continue
         if isinstance(request, types.ElicitRequest):
-            responses[key] = ask_form(ui, request.params)
+            responses[key] = (
+                ask_form(ui, request.params, given) if given else ask_form(ui, request.params)
+            )
         elif isinstance(request, types.CreateMessageRequest):
             responses[key] = ask_sampling(ui, request.params, args.sampling_command)
         else:
