@@ -1,128 +1,86 @@
-"""The tool registry, the ``@tool`` decorator and the interface a tool sees (``ToolContext``).
+"""The tool registry and the ``@tool`` decorator.
 
-A tool is a plain (synchronous) function whose first parameter is the context and whose other
-parameters are its arguments: pydantic builds the input schema and validates arguments from the
-signature. Tool modules import only this package, so the web tier (which lists and validates) and
-the workers (which run) can both import them. Modules are named by ``MCPQ_TOOLS``.
+A tool is a function (``def`` or ``async def``) whose parameters are its arguments, plus, if it
+wants one, a context (``ToolContext``, ``mcpq.shared.tool_context``) found by its annotation
+(``mcpq.shared.tool_signature``). pydantic builds the input schema and validates arguments from
+the signature. Tool modules import only ``mcpq``, so the web tier (which lists and validates)
+and the workers (which run) can both import them. Modules are named by ``MCPQ_TOOLS``.
 
 Example::
 
-    from mcpq.shared.tools import ToolContext, tool
+    from mcpq import ToolContext, tool
+
+    @tool
+    def add(a: int, b: int) -> int:
+        return a + b
 
     @tool(task="optional", description="Add slowly")
     def slow_add(ctx: ToolContext, a: int, b: int) -> str:
         ctx.report("adding")
         ctx.sleep(2)
         return str(a + b)
+
+A mistake in a declaration is refused when its module is imported, in one line that names the
+fix (:class:`ToolDefinitionError`); a module that does not import at all is one line too
+(:class:`ToolModuleError`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import inspect
+import logging
+import sysconfig
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar
+from pathlib import Path
+from typing import Any, Literal, TypeVar, overload
 
 import pydantic
 
+from mcpq.shared.tool_context import (
+    Answer,
+    Answers,
+    Done,
+    InputRequest,
+    ToolContext,
+    elicitation,
+    missing_capabilities,
+    sampling,
+    step_key,
+)
+from mcpq.shared.tool_signature import (
+    ToolDefinitionError,
+    check_decorated,
+    read_signature,
+    refuse,
+    where,
+)
+
+__all__ = [
+    "Answer",
+    "Answers",
+    "ArgumentsInvalid",
+    "Done",
+    "InputRequest",
+    "Registry",
+    "Tool",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolModuleError",
+    "elicitation",
+    "missing_capabilities",
+    "sampling",
+    "step_key",
+    "tool",
+]
+
+log = logging.getLogger("mcpq.tools")
 TaskMode = Literal["never", "optional", "required"]
-InputRequest = dict[str, Any]
 Prelude = Callable[[dict[str, Any]], dict[str, InputRequest]]
-T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 _UNSET: Any = object()
-
-
-class ToolContext(Protocol):
-    """What a running tool may do. Every call also observes cancellation: once the task is
-    cancelled, the next call raises :class:`mcpq.shared.errors.TaskCancelled`."""
-
-    @property
-    def cancelled(self) -> bool: ...
-
-    @property
-    def prelude(self) -> dict[str, Any]:
-        """Answers gathered by MRTR before the task was created (``ask_first``)."""
-        ...
-
-    def report(self, message: str) -> None:
-        """Set the task's ``statusMessage`` (progress for the client). Written
-        ``MCPQ_REPORT_DELAY_MS`` later, the latest of several in one write, and not at all when
-        the run ends first (its end replaces the message); a cancel the worker already knows
-        of raises here, like at any other call."""
-
-    def sleep(self, seconds: float) -> None:
-        """Sleep, waking at once if the task is cancelled. ``sleep(0)`` is a yield point that
-        costs no round trip: it raises for a cancel the worker knows of (its lease keeper
-        learns of one within half a second)."""
-
-    def ask(self, *requests: InputRequest) -> list[dict[str, Any]]:
-        """Ask the client several things at once; returns the answers in order."""
-        ...
-
-    def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
-        """Ask the user to fill a form; returns the ``ElicitResult``."""
-        ...
-
-    def sample(
-        self, messages: list[dict[str, Any]], max_tokens: int, **params: Any
-    ) -> dict[str, Any]:
-        """Ask the client's model; returns the ``CreateMessageResult``."""
-        ...
-
-    def step(self, name: str, fn: Callable[[], T]) -> T:
-        """Run ``fn`` once per task; later runs (replays) get its memoized JSON result.
-
-        A run calls ``fn`` only after proving, in the round trip that finds no memo, that it
-        still holds the task: a run that was taken over stops instead. ``fn`` runs a second
-        time only when its run died (or was taken over) after that proof and before its value
-        was stored; give the outside system ``step_key(name)`` so that second call does
-        nothing twice."""
-        ...
-
-    def step_key(self, name: str) -> str:
-        """The idempotency key of step ``name`` of this task: the same in every run of the task
-        (a replay, a recovered run), different for every other task or step, and derived from
-        neither the taskId nor anything secret. Pass it to payment APIs, mail services or
-        databases as their idempotency key (53 characters: ``mcpq-`` and 48 hex digits)."""
-        ...
-
-
-def step_key(ref: str, name: str) -> str:
-    """``ToolContext.step_key``: a digest of the task's storage ref and the step's name (the
-    ref is itself a one-way digest of the taskId), short enough for every common API's key
-    (64 characters is the tightest in wide use)."""
-    digest = hashlib.sha256(f"{ref}\x00{name}".encode()).hexdigest()
-    return f"mcpq-{digest[:48]}"
-
-
-def elicitation(message: str, schema: dict[str, Any]) -> InputRequest:
-    """An ``elicitation/create`` (form mode) input request."""
-    params = {"mode": "form", "message": message, "requestedSchema": schema}
-    return {"method": "elicitation/create", "params": params}
-
-
-def sampling(messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> InputRequest:
-    """A ``sampling/createMessage`` input request."""
-    body = {"messages": messages, "maxTokens": max_tokens, **params}
-    return {"method": "sampling/createMessage", "params": body}
-
-
-_CAPABILITY = {
-    "elicitation/create": "elicitation",
-    "sampling/createMessage": "sampling",
-    "roots/list": "roots",
-}
-
-
-def missing_capabilities(
-    requests: Iterable[InputRequest], client_caps: dict[str, Any]
-) -> dict[str, Any]:
-    """The client capabilities these input requests need and the client did not declare, as a
-    ``requiredCapabilities`` object (empty when nothing is missing)."""
-    needed = (_CAPABILITY.get(str(r.get("method"))) for r in requests)
-    return {name: {} for name in needed if name and name not in client_caps}
 
 
 class ArgumentsInvalid(ValueError):
@@ -145,6 +103,14 @@ class Tool:
     is stopped and the task fails; ``None``: ``MCPQ_MAX_RUN_S``; ``0``: no limit."""
     scopes: tuple[str, ...] = ()
     """OAuth scopes (or API key scopes) a caller needs to call the tool (403 otherwise)."""
+    context: str | None = None
+    """The parameter the context is passed as, by keyword (``mcpq.shared.tool_signature``);
+    ``None``: the tool takes no context, and every parameter is an argument."""
+
+    @property
+    def is_async(self) -> bool:
+        """An ``async def`` tool: it gets a context whose waits run off its event loop."""
+        return inspect.iscoroutinefunction(self.fn)
 
     def ttl(self, default_ttl_ms: int | None) -> int | None:
         """The tasks' ``ttlMs``: the tool's own, else the default (``None``: unlimited)."""
@@ -180,25 +146,10 @@ class Tool:
         return model.model_dump(mode="json")
 
     def call(self, ctx: ToolContext, arguments: dict[str, Any]) -> Any:
-        return self.fn(ctx, **self.args_model.model_validate(arguments).__dict__)
-
-
-def _args_model(name: str, fn: Callable[..., Any]) -> type[pydantic.BaseModel]:
-    try:
-        # Resolved annotations: a module with `from __future__ import annotations` has strings
-        # there, and constraints (Annotated[float, Field(le=3600)]) must reach pydantic.
-        signature = inspect.signature(fn, eval_str=True)
-    except NameError:  # a name only imported for type checkers: pydantic resolves what it can
-        signature = inspect.signature(fn)
-    params = list(signature.parameters.values())[1:]  # the first is the context
-    fields: dict[str, Any] = {}
-    for p in params:
-        annotation = Any if p.annotation is inspect.Parameter.empty else p.annotation
-        default = ... if p.default is inspect.Parameter.empty else p.default
-        fields[p.name] = (annotation, default)
-    # Unknown arguments are refused, not dropped: a model that misspells one learns so.
-    config = pydantic.ConfigDict(extra="forbid")
-    return pydantic.create_model(f"{name}_arguments", __config__=config, **fields)
+        values = self.args_model.model_validate(arguments).__dict__
+        if self.context is None:
+            return self.fn(**values)
+        return self.fn(**values, **{self.context: ctx})
 
 
 _MARK = "__mcpq_tool__"
@@ -208,6 +159,11 @@ def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
+# `@tool` bare, `@tool()` and `@tool(task="required")` alike (as in the MCP Python SDK): the
+# first positional argument is the function when the decorator is not called first.
+@overload
+def tool(name: F, /) -> F: ...
+@overload
 def tool(
     name: str | None = None,
     *,
@@ -219,23 +175,44 @@ def tool(
     ask_first: Prelude | None = None,
     max_run_s: float | None = None,
     scopes: Iterable[str] = (),
-) -> Callable[[Callable[..., T]], Callable[..., T]]:
+) -> Callable[[F], F]: ...
+def tool(
+    name: Any = None,
+    *,
+    description: str | None = None,
+    task: TaskMode = "optional",
+    queue: str | None = None,
+    ttl_ms: int | Any | None = _UNSET,
+    poll_interval_ms: int | None = None,
+    ask_first: Prelude | None = None,
+    max_run_s: float | None = None,
+    scopes: Iterable[str] = (),
+) -> Any:
     """Declare a function an MCP tool. It is served where its module is loaded into a
     :class:`Registry` (``MCPQ_TOOLS``); declaring registers nothing by itself."""
+    if name is not None and not isinstance(name, str):  # bare `@tool`: name is the function
+        return tool()(name)
 
-    def mark(fn: Callable[..., T]) -> Callable[..., T]:
+    def mark(fn: F) -> F:
+        check_decorated(fn, name)
         tool_name = name or fn.__name__
         # The tool name is the Celery task name: Celery's own and ours must stay unshadowed.
         if tool_name.startswith(("celery.", "mcpq.")):
-            raise ValueError(f"reserved tool name: {tool_name}")
+            raise refuse(
+                fn,
+                f"reserved tool name: {tool_name} (celery.* and mcpq.* are Celery's and mcpq's): "
+                "choose another name",
+            )
         if max_run_s is not None and not max_run_s >= 0:
-            raise ValueError(f"{tool_name}: max_run_s must be 0 (no limit) or more seconds")
+            raise refuse(fn, f"{tool_name}: max_run_s must be 0 (no limit) or more seconds")
         # A task whose TTL is 0 or less would expire the moment it is created.
         if ttl_ms is not _UNSET and ttl_ms is not None and not _positive_int(ttl_ms):
-            raise ValueError(
+            raise refuse(
+                fn,
                 f"{tool_name}: ttl_ms must be a positive number of milliseconds, "
-                f"or None (unlimited), not {ttl_ms!r}"
+                f"or None (unlimited), not {ttl_ms!r}",
             )
+        signature = read_signature(tool_name, fn)
         spec = Tool(
             tool_name,
             description or inspect.getdoc(fn) or tool_name,
@@ -244,15 +221,21 @@ def tool(
             queue,
             ttl_ms,
             poll_interval_ms,
-            _args_model(tool_name, fn),
+            signature.args_model,
             ask_first,
             max_run_s,
             tuple(scopes),
+            signature.context,
         )
         setattr(fn, _MARK, spec)
         return fn
 
     return mark
+
+
+class ToolModuleError(Exception):
+    """A tool module does not import (a syntax error, a failing import, an exception at its
+    top level); ``str()`` is the one line to print, at the user's file and line."""
 
 
 class Registry:
@@ -261,32 +244,56 @@ class Registry:
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self.tools: dict[str, Tool] = {}
+        #: One line per module that declares no tool (logged; ``mcpq tools`` prints them).
+        self.warnings: list[str] = []
         for spec in tools:
             self.add(spec)
 
     @classmethod
     def from_modules(cls, modules: Iterable[str]) -> Registry:
-        """Import the tool modules and collect their ``@tool`` functions, in definition order."""
+        """Import the tool modules and collect their ``@tool`` functions, in definition order.
+
+        A module that cannot be found raises ``ModuleNotFoundError``; one that fails to import
+        :class:`ToolModuleError`; a declaration mcpq refuses :class:`ToolDefinitionError`."""
         registry = cls()
         for module_name in modules:
-            module = importlib.import_module(module_name)
+            module = _import(module_name)
+            found = 0
             for value in list(vars(module).values()):
                 spec = getattr(value, _MARK, None)
                 # A module may import another's tool: only its own definitions count here.
                 if isinstance(spec, Tool) and getattr(value, "__module__", None) == module_name:
                     registry.add(spec)
+                    found += 1
+            if not found:
+                warning = (
+                    f"module {module_name!r} declares no tool: mark its tool functions with "
+                    "@tool (a tool imported from another module counts only there)"
+                )
+                log.warning(warning)
+                registry.warnings.append(warning)
         return registry
 
     def add(self, spec: Tool) -> None:
-        if spec.name in self.tools and self.tools[spec.name].fn is not spec.fn:
-            raise ValueError(f"two tools are named {spec.name}")
+        known = self.tools.get(spec.name)
+        if known is not None and known.fn is not spec.fn:
+            raise ToolDefinitionError(
+                f"two tools are named {spec.name}: {_qualified(known.fn)} and "
+                f"{_qualified(spec.fn)}: rename one with @tool(name=...)"
+            )
         self.tools[spec.name] = spec
 
-    def tool(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    @overload
+    def tool(self, name: F, /) -> F: ...
+    @overload
+    def tool(self, name: str | None = None, **options: Any) -> Callable[[F], F]: ...
+    def tool(self, name: Any = None, **options: Any) -> Any:
         """:func:`tool`, and add the result to this registry (tests, ad hoc registries)."""
+        if name is not None and not isinstance(name, str):
+            return self.tool()(name)
 
-        def mark_and_add(fn: Callable[..., T]) -> Callable[..., T]:
-            marked = tool(*args, **kwargs)(fn)
+        def mark_and_add(fn: F) -> F:
+            marked = tool(name, **options)(fn)
             self.add(getattr(marked, _MARK))
             return marked
 
@@ -298,3 +305,54 @@ class Registry:
     def queues(self) -> set[str]:
         """The queues the tools name (tools without one use the default queue)."""
         return {spec.queue for spec in self.tools.values() if spec.queue}
+
+
+def _qualified(fn: Callable[..., Any]) -> str:
+    """``module.function (file:line)``: which of two tools of one name is which."""
+    name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
+    return f"{name} ({where(fn)})"
+
+
+def _import(module_name: str) -> Any:
+    """Import a tool module; a failure becomes one line at the user's file and line."""
+    try:
+        return importlib.import_module(module_name)
+    except ToolDefinitionError:
+        raise  # one line already, at the declaration
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name or module_name.startswith(f"{exc.name}."):
+            raise  # the module itself is not there: the caller says where modules are found
+        raise ToolModuleError(_failure(module_name, exc)) from exc
+    except Exception as exc:
+        raise ToolModuleError(_failure(module_name, exc)) from exc
+
+
+def _failure(module_name: str, exc: BaseException) -> str:
+    lines = str(exc.msg if isinstance(exc, SyntaxError) else exc).strip().splitlines()
+    detail = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    if isinstance(exc, SyntaxError) and exc.filename:
+        # Where the user's code is wrong (not the importing line of mcpq's, which is the only
+        # frame of a module that does not compile).
+        detail += f" ({exc.filename}:{exc.lineno})"
+    elif not isinstance(exc, ModuleNotFoundError) and (place := _user_frame(exc)):
+        detail += f" ({place})"
+    return f"module {module_name!r} failed to import: {detail}"
+
+
+_OURS = str(Path(__file__).resolve().parent)
+_LIBRARIES = {sysconfig.get_paths()[key] for key in ("stdlib", "purelib", "platlib")}
+
+
+def _user_frame(exc: BaseException) -> str:
+    """The deepest frame of the user's own code: not importlib's, not mcpq's machinery here,
+    preferably not a library's (an error raised inside one is shown at the user's call)."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith("<frozen")
+        and "importlib" not in frame.filename
+        and not str(Path(frame.filename).resolve()).startswith(_OURS)
+    ]
+    own = [f for f in frames if not f.filename.startswith(tuple(_LIBRARIES))]
+    chosen = (own or frames)[-1:]
+    return f"{chosen[0].filename}:{chosen[0].lineno}" if chosen else ""

@@ -8,17 +8,28 @@ task recovered). Input keys are derived from the order of ``ask`` calls, so a re
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from mcpq.shared.bounds import LimitExceeded, check_bytes, shorten
 from mcpq.shared.errors import StoreUnavailable, TaskCancelled, ToolError
 from mcpq.shared.store import InputPoll, Reply, StepStart, TaskStatus, TaskStore
 from mcpq.shared.store.wakeups import Watch
-from mcpq.shared.tools import InputRequest, elicitation, missing_capabilities, sampling, step_key
+from mcpq.shared.tool_context import (
+    DONE,
+    Answer,
+    Answers,
+    Done,
+    InputRequest,
+    elicitation,
+    missing_capabilities,
+    sampling,
+    step_key,
+)
 from mcpq.workers.interrupts import RunParked, RunSuperseded
 from mcpq.workers.reports import PendingReport, ReportFlusher
 
@@ -83,6 +94,9 @@ class RunContext:
         # heartbeat's (see busy_for), so the two never see a half-made update.
         self._left_at: float | None = time.monotonic()
         self._depth = 0
+        # An async tool's context calls run on a thread of their own while the tool's thread
+        # may call report or cancelled (mcpq.workers.async_context): the count stays exact.
+        self._depth_lock = threading.Lock()
 
     # -- progress, as the heartbeat sees it ------------------------------------------------------
     def busy_for(self) -> float:
@@ -93,14 +107,16 @@ class RunContext:
 
     @contextmanager
     def _inside(self) -> Iterator[None]:
-        self._depth += 1
-        self._left_at = None
+        with self._depth_lock:
+            self._depth += 1
+            self._left_at = None
         try:
             yield
         finally:
-            self._depth -= 1
-            if self._depth == 0:
-                self._left_at = time.monotonic()
+            with self._depth_lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._left_at = time.monotonic()
 
     # -- ToolContext ----------------------------------------------------------------------------
     @property
@@ -121,7 +137,7 @@ class RunContext:
     def prelude(self) -> dict[str, Any]:
         return self._prelude
 
-    def report(self, message: str) -> None:
+    def report(self, message: str) -> Done:
         with self._inside():
             # Shortened, not refused: a status line is for people, and stored for every poll.
             text = shorten(message, self._max_message_chars)
@@ -129,12 +145,13 @@ class RunContext:
                 reply = self._store.report(self.ref, self.gen, text)
                 if reply is not Reply.OK:
                     raise_for(reply)
-                return
+                return DONE
             # Written later (mcpq.workers.reports); a cancel this worker knows of still stops here.
             if self.cancel_seen.is_set():
                 raise_for(self._stopped_by)
             if self._pending.set(text, self._store.now_ms()):
                 self._reports.schedule(self._pending)
+        return DONE
 
     def discard_report(self) -> None:
         """The run ends: its final write replaces any report still pending."""
@@ -146,7 +163,7 @@ class RunContext:
         if reply is not Reply.OK:
             raise_for(reply)
 
-    def sleep(self, seconds: float) -> None:
+    def sleep(self, seconds: float) -> Done:
         with self._inside():
             if seconds <= 0:
                 # A yield point, without a round trip: a cancel this worker knows of stops the
@@ -155,19 +172,20 @@ class RunContext:
                 # calls sleep(0) still stops within the second the issue allows.
                 if self.cancel_seen.is_set():
                     raise_for(self._stopped_by)
-                return
+                return DONE
             deadline = time.monotonic() + seconds
             self._ready()  # a wait: subscribed before the state is read
             self._check()
             while (left := deadline - time.monotonic()) > 0:
                 self._wait(min(left, self._hold_s))
                 self._check()
+        return DONE
 
-    def ask(self, *requests: InputRequest) -> list[dict[str, Any]]:
+    def ask(self, *requests: InputRequest) -> Answers:
         with self._inside():
             return self._ask(requests)
 
-    def _ask(self, requests: tuple[InputRequest, ...]) -> list[dict[str, Any]]:
+    def _ask(self, requests: tuple[InputRequest, ...]) -> Answers:
         self._require_capabilities(requests)
         keys = []
         for request in requests:
@@ -187,25 +205,43 @@ class RunContext:
                 self._wait(left)
             poll = self._poll(outstanding)
         answers = poll.answers or {}
-        return [answers[key] for key in keys]
+        return Answers(answers[key] for key in keys)
 
-    def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
-        return self.ask(elicitation(message, schema))[0]
+    def elicit(self, message: str, schema: dict[str, Any]) -> Answer:
+        return Answer(self.ask(elicitation(message, schema))[0])
 
-    def sample(
-        self, messages: list[dict[str, Any]], max_tokens: int, **params: Any
-    ) -> dict[str, Any]:
-        return self.ask(sampling(messages, max_tokens, **params))[0]
+    def sample(self, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> Answer:
+        return Answer(self.ask(sampling(messages, max_tokens, **params))[0])
 
     def step_key(self, name: str) -> str:
         return step_key(self.ref, name)
 
-    def step(self, name: str, fn: Callable[[], T]) -> T:
-        with self._inside():
-            start = self._begin_step(name)
+    @overload
+    def step(self, name: str, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]: ...
+    @overload
+    def step(self, name: str, fn: Callable[[], T]) -> T: ...
+    def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        start, _ = self.begin_step(name)
         if start.found:
-            return start.value  # type: ignore[no-any-return]
+            return start.value
         result = fn()  # the tool's own code: it counts towards max_run_s like any other
+        if inspect.isawaitable(result):
+            # A coroutine runs only when awaited: none of fn's effects has happened yet.
+            getattr(result, "close", lambda: None)()
+            raise TypeError(
+                f"ctx.step({name[:64]!r}): fn is async: await the step in an async def tool, "
+                "passing the async function itself; a plain tool passes a plain function"
+            )
+        return self.end_step(name, result)
+
+    def begin_step(self, name: str) -> tuple[StepStart, float]:
+        """A step's first half (:meth:`_begin_step`): the memo, or the proof that ``fn`` may
+        run, with the ``time.monotonic()`` past which that proof is no longer used."""
+        with self._inside():
+            return self._begin_step(name)
+
+    def end_step(self, name: str, result: Any) -> Any:
+        """A step's second half: store what ``fn`` returned; returns the stored value."""
         try:
             check_bytes(f"step {name[:64]!r}", result, self._max_step_bytes, "MCPQ_MAX_STEP_BYTES")
         except LimitExceeded as exc:
@@ -214,9 +250,9 @@ class RunContext:
             reply, stored = self._save_step(name, result)
         if reply is not Reply.OK:
             raise_for(reply)
-        return stored  # type: ignore[no-any-return]
+        return stored
 
-    def _begin_step(self, name: str) -> StepStart:
+    def _begin_step(self, name: str) -> tuple[StepStart, float]:
         """The memo, or proof that this run may call the step's ``fn`` now.
 
         NOTE: the memo is read fenced, with proof that this run still holds the task and a
@@ -236,8 +272,9 @@ class RunContext:
             start = self._store.begin_step(self.ref, self.gen, name, self._lease_ms)
             if start.reply is not Reply.OK:
                 raise_for(start.reply)
-            if start.found or time.monotonic() - sent < self._lease_ms / 4000:
-                return start
+            fresh_until = sent + self._lease_ms / 4000
+            if start.found or time.monotonic() < fresh_until:
+                return start, fresh_until
 
     def _save_step(self, name: str, value: Any) -> tuple[Reply, Any]:
         """Store what ``fn`` returned, through a store outage: ``fn`` has had its effect, and a

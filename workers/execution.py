@@ -4,8 +4,9 @@ how a run that ignores its cancel is stopped.
 
 - **async tools** get an event loop of their own, on the thread that runs them: ``await`` an
   HTTP call, a database, a subprocess. A cancel cancels the asyncio task at once, wherever it
-  awaits (``CancelledError`` inside the tool, ``TaskCancelled`` for the run). The context's
-  methods may be called from the coroutine; they block only this run's own loop.
+  awaits (``CancelledError`` inside the tool, ``TaskCancelled`` for the run; a run taken over
+  ends ``RunSuperseded``, as a sync one would). Their context's waits are awaited, and run off
+  that loop (``mcpq.workers.async_context``).
 - **prefork (cpu pools)**: a tool that ignores its cancel for the grace period gets its pool
   process killed (Celery starts another): nothing else runs there.
 - **threads (io pools)**: a tool that ignores its cancel gets ``TaskCancelled`` raised inside its
@@ -46,6 +47,8 @@ class ToolCall:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Future[Any] | None = None
         self._interrupted = False
+        #: What the run raises once its asyncio task is cancelled (see :meth:`interrupt`).
+        self._stop: type[BaseException] = TaskCancelled
         self._ident: int | None = None  # the thread running the tool
         self._done = False
         self._abandoned = False
@@ -91,7 +94,7 @@ class ToolCall:
             try:
                 return loop.run_until_complete(task)
             except asyncio.CancelledError:
-                raise TaskCancelled() from None
+                raise self._stop() from None
         finally:
             with self._lock:
                 self._loop = self._task = None
@@ -102,11 +105,14 @@ class ToolCall:
                 loop.close()
 
     # -- stopping (called from the lease keeper's thread) -----------------------------------------
-    def interrupt(self) -> None:
-        """The task was cancelled: cancel an async tool's task where it awaits. (A sync tool
-        sees it at its next context call; the context wakes it if it waits.)"""
+    def interrupt(self, stop: type[BaseException] | None = None) -> None:
+        """The task was cancelled (or the run taken over: ``stop`` is what the run then raises,
+        ``TaskCancelled`` unless told): cancel an async tool's task where it awaits. (A sync
+        tool sees it at its next context call; the context wakes it if it waits.)"""
         with self._lock:
             self._interrupted = True
+            if stop is not None:
+                self._stop = stop
             loop, task = self._loop, self._task
             if loop is not None and task is not None:
                 # The loop may have closed meanwhile: the run is ending anyway.

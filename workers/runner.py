@@ -37,6 +37,7 @@ from mcpq.shared.store import Reply, TaskRecord, TaskStatus, TaskStore
 from mcpq.shared.store.wakeups import Wakeups, Watch
 from mcpq.shared.tools import Registry, Tool
 from mcpq.workers import solo
+from mcpq.workers.async_context import AsyncRunContext
 from mcpq.workers.context import RunContext
 from mcpq.workers.execution import RunAbandoned, ToolCall
 from mcpq.workers.heartbeat import KeptRun, LeaseKeeper, Watchdog
@@ -191,11 +192,14 @@ def _execute(
         reports=deps.reports,
         lease_ms=int(s.lease_s * 1000),
     )
-    call = ToolCall(lambda: tool.call(ctx, record.arguments))
+    # An async tool awaits its context's waits, which run off its loop (mcpq.workers.async_context).
+    view = AsyncRunContext(ctx) if tool.is_async else None
+    call = ToolCall(lambda: tool.call(ctx if view is None else view, record.arguments))
 
     def on_cancel(reply: Reply) -> None:
         ctx.interrupt(reply)
-        call.interrupt()
+        # An async tool's run ends as a sync one's would: cancelled, or superseded.
+        call.interrupt(TaskCancelled if reply is Reply.TERMINAL else RunSuperseded)
 
     def stop() -> None:
         """The grace is over: the run is stopped, the way its pool allows."""
@@ -227,6 +231,8 @@ def _execute(
         # However the run ends, its last write (the finish below, a cancel's, a newer run's)
         # sets the status message: a report still pending would only be refused or overwrite.
         ctx.discard_report()
+        if view is not None:
+            view.close()
     # Fenced by `gen`: if the task was cancelled meanwhile, or a newer run took it over after
     # our lease lapsed, this result is discarded and the task keeps what it has.
     reply = store.finish(ref, gen, status, payload, message)

@@ -1,10 +1,11 @@
 """Import the tool modules (``MCPQ_TOOLS``) once, in a child interpreter, before anything starts.
 
-`mcpq dev` runs this before it starts Redis, the web or a worker: a module that does not import
-is then one line naming ``MCPQ_TOOLS`` and the module, instead of a traceback from every child
-(Flower's a misleading ``module 'workers' has no attribute 'entry'``). A child
-interpreter, with the children's environment and folder, so the check finds exactly what they
-will find, and the launcher itself never runs the developer's module code.
+`mcpq dev` runs this before it starts Redis, the web or a worker: a module that does not import,
+or declares a tool mcpq refuses, is then one line naming ``MCPQ_TOOLS``, the cause and the user's
+file and line, instead of a traceback from every child (Flower's a misleading ``module 'workers'
+has no attribute 'entry'``). `mcpq tools` lists what it finds. A child interpreter, with the
+children's environment and folder, so the check finds exactly what they will find, and the
+launcher itself never runs the developer's module code.
 """
 
 from __future__ import annotations
@@ -15,26 +16,33 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-# Run by the child: import each module, report the first failure or the tools found, as JSON.
+# Run by the child: import each module, report the first failure (one line) or what the modules
+# declare, as JSON on the last line of its output (a module may print at import).
 _CHECK = """
-import json, sys, traceback
+import json, sys
 modules = sys.argv[1:]
+from mcpq.shared.tools import Registry, ToolDefinitionError, ToolModuleError
 try:
-    from mcpq.shared.tools import Registry
     registry = Registry.from_modules(modules)
-except BaseException as exc:
+except (ToolDefinitionError, ToolModuleError) as exc:  # one line already, at the user's code
+    print(json.dumps({"line": str(exc)}))
+except ModuleNotFoundError as exc:  # a module itself: a dependency's is a ToolModuleError
     module = next((m for m in modules if m not in sys.modules), modules[-1])
-    where = ""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "importlib" not in f.filename]
-    if frames and not isinstance(exc, ModuleNotFoundError):
-        where = f" ({frames[-1].filename}:{frames[-1].lineno})"
-    missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
-    print(json.dumps({"module": module, "missing": missing,
-                      "error": f"{type(exc).__name__}: {exc}{where}"}))
+    print(json.dumps({"module": module, "missing": exc.name,
+                      "line": f"module {module!r} failed to import: {type(exc).__name__}: {exc}"}))
+except BaseException as exc:  # SystemExit, KeyboardInterrupt at import
+    module = next((m for m in modules if m not in sys.modules), modules[-1])
+    print(json.dumps({"line": f"module {module!r} failed to import: {type(exc).__name__}: {exc}"}))
 else:
-    print(json.dumps({"tools": sorted(registry.tools), "queues": sorted(registry.queues())}))
+    listed = [
+        {"name": t.name, "module": t.fn.__module__, "description": t.description,
+         "task": t.mode, "queue": t.queue, "inputSchema": t.input_schema}
+        for t in registry.tools.values()
+    ]
+    print(json.dumps({"tools": listed, "warnings": registry.warnings}))
 """
 
 
@@ -44,17 +52,29 @@ class ToolModules:
 
     tools: list[str]
     queues: list[str]
+    #: Each tool as ``mcpq tools`` shows it: name, module, description, task, queue (None: the
+    #: default queue), inputSchema.
+    listed: list[dict[str, Any]] = field(default_factory=list)
+    #: One line per module that declares no tool.
+    warnings: list[str] = field(default_factory=list)
 
 
 class ToolImportError(Exception):
-    """A tool module does not import; ``str()`` is the one line to print."""
+    """A tool module does not import, or mcpq refuses a declaration in it; ``str()`` is the one
+    line to print."""
 
 
 def check_tool_modules(
-    modules: Sequence[str], *, env: Mapping[str, str], cwd: str | None = None, timeout: float = 60
+    modules: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str | None = None,
+    timeout: float = 60,
+    setting: str | None = "MCPQ_TOOLS",
 ) -> ToolModules:
-    """Import ``modules`` as the children will; :class:`ToolImportError` when one fails."""
-    setting = f"MCPQ_TOOLS={','.join(modules)}"
+    """Import ``modules`` as the children will; :class:`ToolImportError` when one fails. Its
+    line starts with ``setting=modules:`` (``None``: modules named on a command line)."""
+    prefix = f"{setting}={','.join(modules)}: " if setting else ""
     try:
         done = subprocess.run(  # our own interpreter and script
             [sys.executable, "-c", _CHECK, *modules],
@@ -66,7 +86,7 @@ def check_tool_modules(
         )
     except subprocess.TimeoutExpired as exc:
         raise ToolImportError(
-            f"{setting}: importing the tool modules took over {timeout:g}s (does a module "
+            f"{prefix}importing the tool modules took over {timeout:g}s (does a module "
             "do work at import?)"
         ) from exc
     lines = done.stdout.decode(errors="replace").strip().splitlines()
@@ -74,18 +94,21 @@ def check_tool_modules(
         report = json.loads(lines[-1])
     except (IndexError, ValueError):
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        raise ToolImportError(f"{setting}: importing the tool modules failed: {tail[0]}") from None
+        raise ToolImportError(f"{prefix}importing the tool modules failed: {tail[0]}") from None
     if "tools" in report:
-        return ToolModules(list(report["tools"]), list(report["queues"]))
-    module, missing = report["module"], report.get("missing")
-    if missing is not None and (missing == module or module.startswith(f"{missing}.")):
-        raise ToolImportError(not_found(setting, module))
-    raise ToolImportError(f"{setting}: module {module!r} failed to import: {report['error']}")
+        listed = list(report["tools"])
+        queues = sorted({t["queue"] for t in listed if t["queue"]})
+        names = [t["name"] for t in listed]
+        return ToolModules(sorted(names), queues, listed, list(report["warnings"]))
+    module, missing = report.get("module"), report.get("missing")
+    if module and missing and (missing == module or module.startswith(f"{missing}.")):
+        raise ToolImportError(not_found(prefix, module))
+    raise ToolImportError(f"{prefix}{report['line']}")
 
 
-def not_found(setting: str, module: str) -> str:
+def not_found(prefix: str, module: str) -> str:
     return (
-        f"{setting}: no module named {module!r} here: tool modules are found in the current "
+        f"{prefix}no module named {module!r} here: tool modules are found in the current "
         "folder and on PYTHONPATH"
     )
 
@@ -105,7 +128,7 @@ def missing_module(modules: Sequence[str]) -> str | None:
             except (ImportError, ValueError):  # a parent package is missing, or a bad name
                 found = None
             if found is None:
-                return not_found(f"MCPQ_TOOLS={','.join(modules)}", module)
+                return not_found(f"MCPQ_TOOLS={','.join(modules)}: ", module)
     finally:
         sys.path[:] = saved
     return None

@@ -1,0 +1,150 @@
+"""The interface a running tool sees (``ToolContext``) and the input requests it builds.
+
+One context type serves both kinds of tool. A plain ``def`` tool calls it and gets values; an
+``async def`` tool awaits the same calls (``await ctx.elicit(...)``), and the worker runs the
+blocking ones off its event loop (``mcpq.workers.async_context``). For one annotation to
+type-check both ways under ``mypy --strict``, what a blocking call returns is also awaitable:
+:class:`Answer` is a dict, :class:`Answers` a list and :data:`DONE` nothing, each of which an
+``await`` turns into itself (a sync tool never needs to await them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Generator, Iterable
+from typing import Any, Protocol, TypeVar, overload
+
+InputRequest = dict[str, Any]
+T = TypeVar("T")
+
+
+class Answer(dict[str, Any]):
+    """The client's answer to one input request (an ``ElicitResult``, a
+    ``CreateMessageResult``): a dict, and awaitable to itself so that ``await ctx.elicit(...)``
+    type-checks in an async tool."""
+
+    def __await__(self) -> Generator[Any, None, Answer]:
+        return self
+        yield  # a generator that never yields: awaiting it returns at once
+
+
+class Answers(list[dict[str, Any]]):
+    """The answers to several input requests (``ctx.ask``), in order; awaitable like
+    :class:`Answer`."""
+
+    def __await__(self) -> Generator[Any, None, Answers]:
+        return self
+        yield
+
+
+class Done:
+    """What a context call with nothing to return gives: awaiting it does nothing more (the
+    call has happened), so ``ctx.report(...)`` and ``await ctx.report(...)`` both work."""
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield
+
+
+DONE = Done()
+
+
+class ToolContext(Protocol):
+    """What a running tool may do. Every call also observes cancellation: once the task is
+    cancelled, the next call raises :class:`mcpq.shared.errors.TaskCancelled`.
+
+    In an ``async def`` tool, await ``sleep``, ``ask``, ``elicit``, ``sample`` and a ``step``
+    whose ``fn`` is async: they wait off the tool's event loop, one at a time in the order
+    they were made. ``report``, ``cancelled``, ``prelude`` and ``step_key`` need no ``await``
+    (awaiting ``report`` is harmless)."""
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    @property
+    def prelude(self) -> dict[str, Any]:
+        """Answers gathered by MRTR before the task was created (``ask_first``)."""
+        ...
+
+    def report(self, message: str) -> Done:
+        """Set the task's ``statusMessage`` (progress for the client). Written
+        ``MCPQ_REPORT_DELAY_MS`` later, the latest of several in one write, and not at all when
+        the run ends first (its end replaces the message); a cancel the worker already knows
+        of raises here, like at any other call."""
+        ...
+
+    def sleep(self, seconds: float) -> Done:
+        """Sleep, waking at once if the task is cancelled. ``sleep(0)`` is a yield point that
+        costs no round trip: it raises for a cancel the worker knows of (its lease keeper
+        learns of one within half a second)."""
+        ...
+
+    def ask(self, *requests: InputRequest) -> Answers:
+        """Ask the client several things at once; returns the answers in order."""
+        ...
+
+    def elicit(self, message: str, schema: dict[str, Any]) -> Answer:
+        """Ask the user to fill a form; returns the ``ElicitResult``."""
+        ...
+
+    def sample(self, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> Answer:
+        """Ask the client's model; returns the ``CreateMessageResult``."""
+        ...
+
+    # An async ``fn`` (an async tool's) makes the step awaitable; a plain one returns its value.
+    @overload
+    def step(self, name: str, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]: ...
+    @overload
+    def step(self, name: str, fn: Callable[[], T]) -> T: ...
+    def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` once per task; later runs (replays) get its memoized JSON result.
+
+        A run calls ``fn`` only after proving, in the round trip that finds no memo, that it
+        still holds the task: a run that was taken over stops instead. ``fn`` runs a second
+        time only when its run died (or was taken over) after that proof and before its value
+        was stored; give the outside system ``step_key(name)`` so that second call does
+        nothing twice."""
+        ...
+
+    def step_key(self, name: str) -> str:
+        """The idempotency key of step ``name`` of this task: the same in every run of the task
+        (a replay, a recovered run), different for every other task or step, and derived from
+        neither the taskId nor anything secret. Pass it to payment APIs, mail services or
+        databases as their idempotency key (53 characters: ``mcpq-`` and 48 hex digits)."""
+        ...
+
+
+def step_key(ref: str, name: str) -> str:
+    """``ToolContext.step_key``: a digest of the task's storage ref and the step's name (the
+    ref is itself a one-way digest of the taskId), short enough for every common API's key
+    (64 characters is the tightest in wide use)."""
+    digest = hashlib.sha256(f"{ref}\x00{name}".encode()).hexdigest()
+    return f"mcpq-{digest[:48]}"
+
+
+def elicitation(message: str, schema: dict[str, Any]) -> InputRequest:
+    """An ``elicitation/create`` (form mode) input request."""
+    params = {"mode": "form", "message": message, "requestedSchema": schema}
+    return {"method": "elicitation/create", "params": params}
+
+
+def sampling(messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> InputRequest:
+    """A ``sampling/createMessage`` input request."""
+    body = {"messages": messages, "maxTokens": max_tokens, **params}
+    return {"method": "sampling/createMessage", "params": body}
+
+
+_CAPABILITY = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+
+
+def missing_capabilities(
+    requests: Iterable[InputRequest], client_caps: dict[str, Any]
+) -> dict[str, Any]:
+    """The client capabilities these input requests need and the client did not declare, as a
+    ``requiredCapabilities`` object (empty when nothing is missing)."""
+    needed = (_CAPABILITY.get(str(r.get("method"))) for r in requests)
+    return {name: {} for name in needed if name and name not in client_caps}

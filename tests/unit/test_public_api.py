@@ -1,0 +1,66 @@
+"""The public API is ``mcpq``'s namespace: a tool module written against it alone type-checks
+under ``mypy --strict``, imports nothing else of ours, and is served as written; the docs and the
+bundled tools teach only those names."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import mcpq
+from mcpq.shared.tools import Registry
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "tests" / "support" / "public_api_tools.py"
+#: Where tool authors and client users read their examples.
+TEACHING = [REPO / "README.md", REPO / "docs" / "client.md", REPO / "mcpq" / "demo.py"]
+TEACHING.append(REPO / "mcpq" / "conformance_fixtures.py")
+
+
+def test_the_public_names_are_exported() -> None:
+    for name in ("tool", "ToolContext", "ToolError", "TaskCancelled", "elicitation", "sampling"):
+        assert name in mcpq.__all__ and hasattr(mcpq, name), name
+
+
+def test_a_tool_module_on_the_public_api_passes_mypy_strict() -> None:
+    # pyproject's [tool.mypy] is strict; a file named on the command line replaces its packages.
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", str(EXAMPLE.relative_to(REPO))],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_example_imports_only_mcpq_of_ours() -> None:
+    names = {
+        node.module or ""
+        for node in ast.walk(ast.parse(EXAMPLE.read_text()))
+        if isinstance(node, ast.ImportFrom)
+    }
+    assert {name for name in names if name.startswith("mcpq")} == {"mcpq"}
+
+
+def test_the_example_is_served_as_written() -> None:
+    registry = Registry.from_modules(["tests.support.public_api_tools"])
+    assert list(registry.tools) == ["add", "deploy", "review", "wait_and_ask"]
+    assert registry.tools["add"].input_schema["required"] == ["a", "b"]
+    assert registry.tools["review"].input_schema["required"] == ["text"]
+    assert registry.tools["deploy"].mode == "required"
+
+
+def test_the_docs_and_bundled_tools_teach_only_the_public_names() -> None:
+    """``from mcpq.shared…`` in an example would teach an internal module."""
+    internal = re.compile(r"(from|import) mcpq\.(shared|frontend|workers|ops)\b")
+    found = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for path in TEACHING
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if internal.search(line)
+    ]
+    assert found == []
