@@ -99,12 +99,19 @@ def cluster_problem(settings: Settings) -> str | None:
     )
 
 
+#: The step that gives a local ``.env`` (``honcho start -f Procfile.dev``) its data key
+#: (docs/operations.md, "Local formation"): the refusal of an unset key names it.
+DOTENV_DATA_KEY_STEP = 'echo "MCPQ_DATA_KEYS=$(mcpq keys new-data-key)" >> .env'
+
+
 def data_keys_problem(settings: Settings) -> str | None:
     """``MCPQ_DATA_KEYS`` unset or malformed (encryption at rest is off only when asked)."""
     try:
         parse_data_keys(settings.data_keys)
     except DataKeyError as exc:
-        return str(exc)
+        if settings.data_keys.strip():
+            return str(exc)
+        return f"{exc}; in a .env file (honcho): {DOTENV_DATA_KEY_STEP}"
     return None
 
 

@@ -1,10 +1,13 @@
 """``honcho start -f Procfile.dev``: the local formation, as a developer runs it.
 
-With a ``.env`` made from ``.env.example`` (``REDIS_URL``, ``MCPQ_SECRET``), honcho brings up
+With a ``.env`` made from ``.env.example`` the way docs/operations.md says (its shell lines: the
+copy, then a secret and a data key of the developer's own), honcho brings up
 Redis (the ``redis`` line, on a free port; or, without one, a private redis-server of the test,
 never the shared one), web, the two worker pools (``mcpq`` and ``bulk``) and Flower; a task
 created through ``/mcp`` shows up in Flower under its tool name, on the node of its pool; SIGINT
-to honcho stops everything (gunicorn workers and Celery pool children too).
+to honcho stops everything (gunicorn workers and Celery pool children too). The ``.env`` gets this
+test's Redis port and tools on top (appended: honcho takes a variable's last line). A ``.env``
+copied without those lines stops web and workers with a line that names the missing step.
 
 ``Procfile.dev`` names its ports. When a port is a literal the test runs a copy of the file with
 the literal replaced by a free port (so it never fights over 8000/5555 with whatever else runs on
@@ -30,6 +33,7 @@ import pytest
 
 from mcpq.ops.harness.metric_dirs import multiproc_dir
 from mcpq.ops.harness.stack import REPO, Child
+from mcpq.ops.runtime.preflight import DOTENV_DATA_KEY_STEP
 from mcpq.ops.runtime.processes import (
     descendant_pids,
     free_port,
@@ -40,8 +44,6 @@ from mcpq.ops.runtime.processes import (
     wait_until,
 )
 from mcpq.ops.runtime.redis_binary import IN_MEMORY_ARGS, RedisProcess
-from mcpq.shared.request_state import new_secret
-from mcpq.shared.sealing import new_data_key
 from mcpq.shared.store import task_ref
 from tests.ops.ops_harness import OPS_TOOLS, Flower, OpsClient, wait_flower_sees
 from tests.support.stacks import FAST_KNOBS
@@ -113,23 +115,31 @@ def procfile_with_ports(workdir: Path, ports: dict[str, int], env: dict[str, str
     return copy
 
 
-def dotenv_values(redis_url: str) -> dict[str, str]:
-    """The developer's ``.env``: ``.env.example`` (if the repository has one) with this test's
-    Redis, a secret, a data key, the ops test tools and Flower's API opened."""
-    values: dict[str, str] = {}
-    example = REPO / ".env.example"
-    if example.exists():
-        for line in example.read_text().splitlines():
-            name, sep, value = line.partition("=")
-            if sep and not name.lstrip().startswith("#"):
-                values[name.strip()] = value.strip()
-    values.update(
-        REDIS_URL=redis_url,
-        MCPQ_SECRET=new_secret(),
-        MCPQ_DATA_KEYS=new_data_key(),
-        MCPQ_TOOLS=OPS_TOOLS,
-        FLOWER_UNAUTHENTICATED_API="true",
-    )
+def documented_steps() -> list[str]:
+    """The shell lines docs/operations.md gives under "Local formation" that make ``.env`` (the
+    block that copies ``.env.example``, without its ``honcho start``)."""
+    text = (REPO / "docs" / "operations.md").read_text()
+    section = text.split("### Local formation", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+    (block,) = [b for b in blocks if "cp .env.example .env" in b]
+    return [line for line in block.splitlines() if line and not line.startswith("honcho ")]
+
+
+def make_dotenv(folder: Path, env: dict[str, str], steps: list[str]) -> Path:
+    """``.env`` in ``folder``, made by ``steps`` run there by a shell (``mcpq`` on ``PATH``)
+    next to a copy of ``.env.example``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / ".env.example", folder / ".env.example")
+    for step in steps:
+        subprocess.run(["bash", "-c", step], cwd=folder, env=env, check=True, timeout=60)
+    return folder / ".env"
+
+
+def dotenv_env(dotenv: Path) -> dict[str, str]:
+    """The variables honcho passes on from ``dotenv``."""
+    from honcho.environ import parse
+
+    values: dict[str, str] = parse(dotenv.read_text())
     return values
 
 
@@ -154,8 +164,12 @@ def honcho(tmp_path: Path) -> Iterator[Honcho]:
         else:  # Redis is the developer's: a private one of this test
             server = RedisProcess(extra_args=IN_MEMORY_ARGS, data_dir=tmp_path)
             redis_url = cleanup.enter_context(server).url
-        dotenv = tmp_path / ".env"
-        dotenv.write_text("".join(f"{k}={v}\n" for k, v in dotenv_values(redis_url).items()))
+        dotenv = make_dotenv(tmp_path, env, documented_steps())
+        # This test's Redis port and tools, and Flower's API opened for it.
+        extra = {"REDIS_URL": redis_url, "MCPQ_TOOLS": OPS_TOOLS}
+        extra["FLOWER_UNAUTHENTICATED_API"] = "true"
+        with dotenv.open("a") as out:
+            out.writelines(f"{name}={value}\n" for name, value in extra.items())
         yield from _run_honcho(tmp_path, procfile, dotenv, env, ports)
 
 
@@ -257,3 +271,32 @@ def test_honcho_runs_the_dev_formation_and_stops_it_all(honcho: Honcho) -> None:
         timeout=15,
         message="every process of the formation gone",
     )
+
+
+def test_the_documented_dotenv_has_keys_of_its_own(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+    }
+    first = dotenv_env(make_dotenv(tmp_path / "a", env, documented_steps()))
+    second = dotenv_env(make_dotenv(tmp_path / "b", env, documented_steps()))
+    for name in ("MCPQ_SECRET", "MCPQ_DATA_KEYS"):
+        assert first.get(name) and first[name] != second.get(name), name  # made, not copied
+
+
+def test_a_dotenv_copied_alone_stops_the_workers_naming_the_step(tmp_path: Path) -> None:
+    copied = tmp_path / ".env"
+    shutil.copy(REPO / ".env.example", copied)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **dotenv_env(copied)}
+    done = subprocess.run(
+        [sys.executable, "-m", "mcpq", "worker"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    refusal = done.stderr.strip().splitlines()[-1]
+    assert "MCPQ_DATA_KEYS is not set" in refusal and DOTENV_DATA_KEY_STEP in refusal, refusal
+    assert DOTENV_DATA_KEY_STEP in documented_steps()  # the step it names is the doc's

@@ -221,6 +221,7 @@ ESTIMATES = {
     "tests/multihost/": 15.0,
     "tests/ops/": 3.0,
     "tests/ops/test_buildpack_install.py": 20.0,
+    "tests/ops/test_install_collisions.py": 15.0,
     "tests/ops/test_bench_": 40.0,
     "tests/ops/test_bench_capacity.py": 100.0,
 }
