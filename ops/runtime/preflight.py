@@ -12,7 +12,7 @@ import ipaddress
 from collections.abc import Callable
 
 from mcpq.frontend.auth import AuthConfigError, check_settings
-from mcpq.ops.runtime.tool_check import missing_module
+from mcpq.ops.runtime.tool_check import tool_modules_problem
 from mcpq.shared import redis_tls
 from mcpq.shared.request_state import WeakSecret, parse_secrets
 from mcpq.shared.sealing import PLAINTEXT, DataKeyError, parse_data_keys
@@ -38,8 +38,8 @@ def web_problem(settings: Settings, hosts: list[str]) -> str | None:
     """Why ``mcpq web`` must not start with ``settings`` bound to ``hosts``, or ``None``."""
     if not settings.tools:
         return NO_TOOLS
-    if missing := missing_module(settings.tools):
-        return missing
+    if problem := tool_modules_problem(settings.tools):
+        return problem
     if tls_problem := redis_tls.problem(settings):
         return tls_problem
     if cluster := cluster_problem(settings):
@@ -66,8 +66,8 @@ def web_problem(settings: Settings, hosts: list[str]) -> str | None:
 def worker_problem(settings: Settings) -> str | None:
     if not settings.tools:
         return NO_TOOLS
-    if missing := missing_module(settings.tools):
-        return missing
+    if problem := tool_modules_problem(settings.tools):
+        return problem
     return redis_tls.problem(settings) or cluster_problem(settings) or data_keys_problem(settings)
 
 

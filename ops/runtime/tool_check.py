@@ -114,9 +114,7 @@ def not_found(prefix: str, module: str) -> str:
 
 
 def missing_module(modules: Sequence[str]) -> str | None:
-    """The line for the first of ``modules`` that cannot be found at all, without running it
-    (``mcpq web`` and ``mcpq worker``, before they exec: a module that is there but fails to
-    import is reported by the server with its traceback)."""
+    """The line for the first of ``modules`` that cannot be found at all, without running it."""
     saved = list(sys.path)
     # gunicorn and Celery put the current folder on their path; the `mcpq` script's own path
     # starts with its bin folder instead, so the check looks where the servers will.
@@ -129,6 +127,29 @@ def missing_module(modules: Sequence[str]) -> str | None:
                 found = None
             if found is None:
                 return not_found(f"MCPQ_TOOLS={','.join(modules)}: ", module)
+    finally:
+        sys.path[:] = saved
+    return None
+
+
+def tool_modules_problem(modules: Sequence[str]) -> str | None:
+    """The one line for the first of ``modules`` that cannot be served, importing them in this
+    process, or ``None``: ``mcpq web`` and ``mcpq worker`` before they exec (the server that
+    replaces this process imports them again), and gunicorn's master before it loads the app.
+    A module that does not import, or declares a tool mcpq refuses, is then one line at the
+    user's file and line, not a traceback from each server process."""
+    if missing := missing_module(modules):
+        return missing
+    from mcpq.shared.tools import Registry, ToolDefinitionError, ToolModuleError
+
+    saved = list(sys.path)
+    sys.path.insert(0, os.getcwd())  # where the servers will look (see missing_module)
+    try:
+        Registry.from_modules(modules)
+    except (ToolDefinitionError, ToolModuleError) as exc:
+        return f"MCPQ_TOOLS={','.join(modules)}: {exc}"
+    except ModuleNotFoundError as exc:  # found above, so a dependency of it is missing
+        return f"MCPQ_TOOLS={','.join(modules)}: {type(exc).__name__}: {exc}"
     finally:
         sys.path[:] = saved
     return None
