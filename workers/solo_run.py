@@ -1,4 +1,4 @@
-"""The child side of a run of its own (``workers.solo``): ``python -m workers.solo_run TOOL REF
+"""The child side of a run of its own (``workers.solo``): ``python -m mcpq.workers.solo_run TOOL REF
 QUEUE REQUEST_ID`` runs one run of the task, alone in this process, and exits.
 
 Its lease keeper says the run has peers (``min_peers=1``): this process is in its worker's

@@ -5,13 +5,14 @@ driven through ``mcpq.ops.harness.mcp_client.McpClient``.
 - ``python -m mcpq.ops.bench.throughput``: created/s, completed/s, end-to-end and ``tasks/get``
   latency, PSS of every server process and Redis commands per task, 1 and 20 clients.
 - ``python -m mcpq.ops.bench.pools``: throughput of a worker pool with one worker process, then two.
-- ``python -m ops.bench.recovery --runs 5``: SIGKILL the worker running a task, N times; how long
-  until another worker resumes it, and that nothing is lost or done twice.
-- ``python -m ops.bench.soak --seconds N``: a deployment under mixed traffic on both wires while
-  workers, web replicas and Redis die, stall and restart; then the checks that nothing was lost,
-  stuck, wrong, asked twice or done twice (``soak_*``: its deployment and faults, clients,
+- ``python -m mcpq.ops.bench.recovery --runs 5``: SIGKILL the worker running a task, N times; how
+  long until another worker resumes it, and that nothing is lost or done twice.
+- ``python -m mcpq.ops.bench.soak --seconds N``: a deployment under mixed traffic on both wires
+  while workers, web replicas and Redis die, stall and restart; then the checks that nothing was
+  lost, stuck, wrong, asked twice or done twice (``soak_*``: its deployment and faults, clients,
   wires, record and checks).
-- ``python -m ops.bench.answer_latency``: from ``tasks/update`` to the waiting tool's resumption.
+- ``python -m mcpq.ops.bench.answer_latency``: from ``tasks/update`` to the waiting tool's
+resumption.
 - ``python -m mcpq.ops.bench.principals``: another principal's ``tasks/get`` latency while one
   principal floods past its creation rate; Redis memory under maximum-size creates.
 - ``python -m mcpq.ops.bench.capacity``: tasks/s and CPU per task of one web process and of one

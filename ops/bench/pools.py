@@ -1,4 +1,5 @@
-"""Throughput of a worker pool with one worker process, then two: ``python -m ops.bench.pools``.
+"""Throughput of a worker pool with one worker process, then two: ``python -m
+mcpq.ops.bench.pools``.
 
 Starts a private stack (``ops.harness.stack.Stack``: a redis-server on a free loopback port, never
 the shared one, and ``mcpq web``) and ``mcpq worker --queues bulk --concurrency 1`` nodes, exactly

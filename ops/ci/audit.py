@@ -1,4 +1,5 @@
-"""Known-vulnerability audit of every locked dependency: ``python -m ops.ci.audit [--require]``.
+"""Known-vulnerability audit of every locked dependency: ``python -m mcpq.ops.ci.audit
+[--require]``.
 
 Audits what the lock files pin, not what happens to be installed: the Python lock
 (``requirements-dev.txt``, a superset of ``requirements.txt``) with ``pip-audit`` (no install,

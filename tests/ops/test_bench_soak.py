@@ -1,5 +1,5 @@
-"""``python -m ops.bench.soak``, short: a real deployment under mixed traffic takes one fault of
-each kind (worker SIGKILL, worker SIGSTOP, web SIGKILL, Redis restart), drains, and its checks
+"""``python -m mcpq.ops.bench.soak``, short: a real deployment under mixed traffic takes one fault
+of each kind (worker SIGKILL, worker SIGSTOP, web SIGKILL, Redis restart), drains, and its checks
 find nothing lost, stuck, wrong, asked twice or done twice (the soak exits 1 on any violation,
 and ``run_bench`` fails the test with its report). A few seconds of traffic, faults every 1.5-2 s
 and a worker stopped for 1-1.5 s keep the whole run within 30 s on two cores. The step check's
