@@ -7,7 +7,7 @@ subclass) and serialised in exactly one place, the frontend's error responder.
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import Any, TypeVar
 
 from mcpq.shared.protocol import TASKS_EXTENSION
 
@@ -34,6 +34,30 @@ _HTTP_STATUS = {
 }
 
 
+_E = TypeVar("_E", bound=BaseException)
+
+
+def _unpickled(cls: type[_E], args: tuple[Any, ...], state: dict[str, Any]) -> _E:
+    """An exception of ``cls`` as it was pickled, built without calling its ``__init__``."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
+class _Picklable(Exception):
+    """An exception that pickles whatever its ``__init__`` takes.
+
+    Python rebuilds a pickled exception as ``cls(*self.args)``, which fails for a subclass
+    whose ``__init__`` takes other arguments than it passes on (``StoreUnavailable()`` takes
+    none); Celery, which pickles what a task raised, then logs an
+    ``UnpickleableExceptionWrapper`` in its place. This one is rebuilt from its ``args`` and
+    attributes, without its ``__init__``."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_unpickled, (type(self), self.args, dict(self.__dict__)))
+
+
 def http_status_for(code: int) -> int:
     """The HTTP status that carries a JSON-RPC error with ``code`` (spec digest §9)."""
     return _HTTP_STATUS.get(code, 200)
@@ -47,7 +71,7 @@ def rpc_error(code: int, message: str, data: Any = None) -> dict[str, Any]:
     return error
 
 
-class McpError(Exception):
+class McpError(_Picklable):
     """A JSON-RPC error to send to the client as it is."""
 
     def __init__(
@@ -132,7 +156,7 @@ class ToolError(Exception):
     """
 
 
-class ProtocolError(Exception):
+class ProtocolError(_Picklable):
     """Raised by a tool to end with a JSON-RPC error: the task becomes ``failed`` with ``error``."""
 
     def __init__(self, code: int, message: str, data: Any = None):

@@ -13,8 +13,9 @@ capped well below the deadline, and when the broker stays unreachable it logs on
 URL, password hidden; what to check) and raises ``WorkerTerminate``: a cold shutdown (the pool
 stops at once; prefork children are terminated, the io pool hands its runs back) with the exit
 status of ``ops.runtime.broker_wait``, 3. An outage shorter than the wait is ridden out as before:
-the consumer reconnects and consumes again. It is used for the first connection too (the broker
-may go away between ``mcpq worker``'s check and Celery's start).
+the consumer reconnects and consumes again, and says so in a second line (the outage's end). It
+is used for the first connection too (the broker may go away between ``mcpq worker``'s check and
+Celery's start).
 
 Installed by ``mcpq.workers.celery_app`` as Celery's ``worker_consumer``.
 """
@@ -22,6 +23,7 @@ Installed by ``mcpq.workers.celery_app`` as Celery's ``worker_consumer``.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Protocol, runtime_checkable
 
 from celery.exceptions import WorkerTerminate
@@ -58,7 +60,19 @@ class Configured(Protocol):
 
 
 class BoundedConsumer(Consumer):
-    """Celery's consumer, with :meth:`ensure_connected` bounded in time."""
+    """Celery's consumer, with :meth:`ensure_connected` bounded in time, and without Gossip."""
+
+    # celery-types declares Consumer.Blueprint a variable, not the class it is.
+    class Blueprint(Consumer.Blueprint):  # type: ignore[misc,valid-type]
+        """Celery's consumer steps but Gossip, as ``--without-gossip`` would have them: mcpq's
+        workers never read each other's events, and Celery's Gossip step fails to stop after a
+        lost connection (it closes its channel on the connection Celery has just dropped:
+        ``'NoneType' object has no attribute 'connection_errors'``), an error with a traceback
+        at every broker outage."""
+
+        default_steps = tuple(
+            s for s in Consumer.Blueprint.default_steps if not s.endswith(":Gossip")
+        )
 
     def ensure_connected(self, conn: Any) -> Any:
         app = self.app
@@ -70,6 +84,7 @@ class BoundedConsumer(Consumer):
         wait_s = settings.broker_wait_s
         url, setting = broker_origin(settings)
         said = False
+        lost = time.monotonic()
 
         def errback(exc: BaseException, interval: float) -> None:
             # One line per outage, not one per attempt.
@@ -101,6 +116,12 @@ class BoundedConsumer(Consumer):
                 controller.exitcode = EXIT_UNREACHABLE
             # Cold: a warm stop would wait for every running tool, with no broker to ack to.
             raise WorkerTerminate(EXIT_UNREACHABLE) from None
+        if said:  # the outage's other end, so a reader of the log knows it is over
+            log.warning(
+                "reached the broker at %s again after %.0f s",
+                redact_url(url),
+                time.monotonic() - lost,
+            )
         # Celery's bookkeeping after a connection (its own ensure_connected does the same).
         self.first_connection_attempt = False
         self.broker_connection_retry_attempt = 0

@@ -19,10 +19,11 @@ import logging
 import os
 import threading
 import time
+import warnings
 from typing import Any
 
 from celery import Celery, Task, signals
-from celery.exceptions import Ignore
+from celery.exceptions import CPendingDeprecationWarning, Ignore
 
 from mcpq.shared import logs, redis_tls
 from mcpq.shared.celery_config import broker_is_store, celery_config
@@ -168,6 +169,7 @@ class _SignalHandlers:
         signals.after_setup_logger.connect(self.log_format)
         signals.after_setup_task_logger.connect(self.log_format)
         signals.celeryd_after_setup.connect(self.warn_unverified_tls)
+        signals.celeryd_after_setup.connect(self.quiet_connection_loss_warning)
         signals.worker_ready.connect(self.start_sweeper)
 
     def log_format(self, logger: logging.Logger, **_: Any) -> None:
@@ -183,6 +185,18 @@ class _SignalHandlers:
         """Once per worker node (its main process, logging set up, before it connects)."""
         if warning := redis_tls.startup_warning(self._app.settings):
             log.warning(warning)
+
+    def quiet_connection_loss_warning(self, **_: Any) -> None:
+        """Celery warns, with a paragraph, at every loss of the broker that a future version
+        will cancel running tasks then; mcpq turns that off on purpose
+        (``worker_cancel_long_running_tasks_on_connection_loss``: recovery is the store's), so
+        the warning says nothing. Added here, after Celery's logging set-up, which puts its
+        own "always show" filter for the category in front of any added before."""
+        warnings.filterwarnings(
+            "ignore",
+            category=CPendingDeprecationWarning,
+            module=r"celery\.worker\.consumer\.consumer",
+        )
 
     def start_sweeper(self, sender: Any = None, **_: Any) -> None:
         """The worker node is ready: its sweeper (and heartbeat) thread, its run_metrics."""

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from mcpq.ops.cli import call, tasks_admin
+from mcpq.ops.cli import call, tasks_admin, tools_command
 from mcpq.ops.runtime import commands, preflight
 from mcpq.shared.request_state import new_secret
 from mcpq.shared.settings import Settings
@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tasks_admin.add_parser(sub)  # `mcpq tasks`: the operator's list, show and cancel
     call.add_parsers(sub)  # `mcpq call`, `mcpq task`: a terminal client (ops/cli/call.py)
+    tools_command.add_parser(sub)  # `mcpq tools`: what the tool modules declare
 
     sub.add_parser("secret", help="print a fresh value for MCPQ_SECRET (32 random bytes)")
 
@@ -120,6 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="show every child's output as it comes, at INFO (default: a short block at "
         "start-up, then warnings and errors; full logs in files)",
+    )
+    dev.add_argument(
+        "--reload",
+        action="store_true",
+        help="restart the web and the workers when a .py file in this folder or below changes",
     )
     return parser
 
@@ -274,13 +280,17 @@ def main(
             parser.error(problem)
         # Flower's own banner names 127.0.0.1 whatever it binds: this line is the truth.
         print(commands.flower_banner(address, port, flower_login(settings)), file=sys.stderr)
-    if args.command == "keys":
-        return keys_command(args, settings)
+    if args.command in {"keys", "tools"}:  # `mcpq tools`: what the tool modules declare
+        return (
+            keys_command(args, settings)
+            if args.command == "keys"
+            else tools_command.run(args, settings, env)
+        )
     if args.command == "dev":
         from mcpq.ops.dev.launcher import DevOptions, run_dev
 
         options = DevOptions(
-            args.port, not args.no_worker, args.flower, args.flower_port, args.verbose
+            args.port, not args.no_worker, args.flower, args.flower_port, args.verbose, args.reload
         )
         return run_dev(options, environ=env)
     if args.command in {"status", "tasks", "call", "task"}:
@@ -288,7 +298,7 @@ def main(
         return (
             operator_command(args, env)
             if args.command in {"status", "tasks"}
-            else call.run(args, settings)
+            else call.run(args, settings, env)
         )
     command = exec_argv(args, settings, env)
     if environ is None:

