@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from mcpq.ops.dev.state import running_dev
 from mcpq.ops.runtime.tool_check import ToolImportError, check_tool_modules
 from mcpq.shared.settings import Settings
 
@@ -36,13 +37,17 @@ def run(args: argparse.Namespace, settings: Settings, environ: Mapping[str, str]
     """List the tools (returns 0); one line on stderr and exit status 1 when the modules do not
     load (``SystemExit``: ``python -m mcpq`` does not pass a returned status on)."""
     modules: list[str] = list(args.modules) or list(settings.tools)
+    folder = None
+    if not args.modules and "MCPQ_TOOLS" not in environ and (dev := running_dev(environ)):
+        # Nothing named, and a `mcpq dev` runs: its tools, found where it finds them.
+        modules, folder = list(dev.tools) or modules, dev.folder or None
     if not modules:
         print("mcpq tools: name tool modules, or set MCPQ_TOOLS", file=sys.stderr)
         raise SystemExit(1)
     try:
         # Named on the command line, the modules are not MCPQ_TOOLS': the line says neither.
         found = check_tool_modules(
-            modules, env=environ, setting=None if args.modules else "MCPQ_TOOLS"
+            modules, env=environ, cwd=folder, setting=None if args.modules else "MCPQ_TOOLS"
         )
     except ToolImportError as exc:
         print(f"mcpq tools: {exc}", file=sys.stderr)

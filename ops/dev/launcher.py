@@ -243,6 +243,7 @@ def _record_state(
             redis_url=url,
             redis_shown=redact_url(url),
             web_url=f"http://127.0.0.1:{options.port}/mcp",
+            tools=Settings.from_env(env).tools,
         )
     except OSError as exc:
         supervisor.say("mcpq", f"cannot record this launcher for mcpq status ({exc.strerror})")

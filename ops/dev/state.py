@@ -17,7 +17,7 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,9 @@ class DevState:
     redis_shown: str
     web_url: str
     path: Path
+    #: Its tool modules (``MCPQ_TOOLS``) and the folder they are found in: ``mcpq tools``.
+    tools: tuple[str, ...] = ()
+    folder: str = ""
 
 
 def state_dir(environ: Mapping[str, str]) -> Path:
@@ -54,7 +57,12 @@ def state_path(environ: Mapping[str, str]) -> Path:
 
 
 def record_state(
-    environ: Mapping[str, str], *, redis_url: str, redis_shown: str, web_url: str
+    environ: Mapping[str, str],
+    *,
+    redis_url: str,
+    redis_shown: str,
+    web_url: str,
+    tools: Sequence[str] = (),
 ) -> Path:
     """Write the state file (mode 0600, replaced atomically); ``OSError`` when it cannot."""
     path = state_path(environ)
@@ -64,6 +72,8 @@ def record_state(
         "redis_url": redis_url if redis_shown == redis_url else None,
         "redis_shown": redis_shown,
         "web_url": web_url,
+        "tools": list(tools),
+        "folder": os.getcwd(),
     }
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     scratch = path.with_name(f".{path.name}.{os.getpid()}")
@@ -169,6 +179,8 @@ def _read_state(path: Path) -> DevState | None:
             redis_shown=str(raw["redis_shown"]),
             web_url=str(raw.get("web_url", "")),
             path=path,
+            tools=tuple(str(module) for module in raw.get("tools", ())),
+            folder=str(raw.get("folder", "")),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

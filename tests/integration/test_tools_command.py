@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from mcpq.ops.dev.state import record_state
 from mcpq.ops.runtime.tool_check import ToolImportError, check_tool_modules
 
 pytestmark = pytest.mark.timeout(120)
@@ -130,3 +131,28 @@ def test_mcpq_dev_s_check_prints_the_same_line_naming_the_setting(tmp_path: Path
     found = check_tool_modules(["mcpq.demo"], env=environment(), cwd=str(tmp_path))
     assert found.tools == ["approve_deployment", "build_report", "summarize"]
     assert found.queues == ["bulk"] and found.warnings == []
+
+
+def test_without_modules_it_lists_the_running_mcpq_dev_s_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No module named and no MCPQ_TOOLS: the tools of the `mcpq dev` that runs (its state
+    file: its modules, found in its folder), not the bundled defaults."""
+    project, elsewhere, runtime = tmp_path / "project", tmp_path / "elsewhere", tmp_path / "run"
+    for folder in (project, elsewhere, runtime):
+        folder.mkdir()
+    (project / "mytools.py").write_text(
+        "from mcpq import tool\n\n\n@tool\ndef shout(text: str) -> str:\n    return text.upper()\n"
+    )
+    monkeypatch.chdir(project)  # the launcher records the folder it runs in
+    record_state(
+        {"XDG_RUNTIME_DIR": str(runtime)},
+        redis_url="redis://127.0.0.1:6379/0",
+        redis_shown="redis://127.0.0.1:6379/0",
+        web_url="http://127.0.0.1:8000/mcp",
+        tools=["mytools"],
+    )  # written with this process's pid: a live launcher
+    done = mcpq_tools(elsewhere, XDG_RUNTIME_DIR=str(runtime))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("shout  task: optional  queue: mcpq (default)  module: mytools")
+    assert "build_report" not in done.stdout  # not the bundled defaults
