@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import mcpq
 from mcpq.shared.tools import Registry
 
@@ -64,3 +66,22 @@ def test_the_docs_and_bundled_tools_teach_only_the_public_names() -> None:
         if internal.search(line)
     ]
     assert found == []
+
+
+def test_the_readme_s_first_tool_is_a_plain_function_with_a_bare_decorator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's first example, as written: ``@tool`` bare, no context, every argument in
+    the schema, and the call as the worker makes it."""
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    (first,) = [block for block in blocks if "@tool\ndef " in block]
+    (tmp_path / "readme_first_tool.py").write_text(first)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        registry = Registry.from_modules(["readme_first_tool"])
+    finally:
+        sys.modules.pop("readme_first_tool", None)
+    [(name, spec)] = registry.tools.items()
+    assert name == "add"
+    assert spec.input_schema["required"] == ["a", "b"]
+    assert spec.call(None, {"a": 2, "b": 3}) == 5  # type: ignore[arg-type]
