@@ -20,6 +20,7 @@ from mcpq.shared.settings import Settings
 from mcpq.shared.store import open_store
 from tests.integration.test_dev_launcher import _kill_leftovers
 from tests.integration.test_dev_quiet import dev_env
+from tests.support.host_load import scaled_s
 from tests.support.procs import OutputLines, free_port, start_process_group
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -44,7 +45,8 @@ def test_an_unreachable_redis_url_is_one_line_within_5_s_and_never_ready(tmp_pat
         "refused; start it, or unset REDIS_URL and mcpq dev starts one of its own"
     ], lines
     assert done.returncode == 1
-    assert took < 5, f"{took:.1f} s"
+    bound = scaled_s(5)  # 5 s on an idle host (tests.support.host_load)
+    assert took < bound, f"{took:.1f} s (bound {bound:.1f} s)"
 
 
 # The bulk worker (its command line names the queue `bulk`) reports only after 30 s.
@@ -52,7 +54,7 @@ LATE_BULK = '''
 import sys
 import time
 
-from mcpq.shared.tools import ToolContext, tool
+from mcpq import ToolContext, tool
 
 if "bulk" in sys.argv:
     time.sleep(30)

@@ -23,12 +23,13 @@ from tests.integration.test_dev_launcher import (
     rpc,
 )
 from tests.integration.test_dev_quiet import start_dev
+from tests.support.host_load import scaled_s
 from tests.support.procs import OutputLines, descendant_pids, free_port, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 TOOL = """
-from mcpq.shared.tools import ToolContext, tool
+from mcpq import ToolContext, tool
 
 
 @tool(task="required", description="{description}")
@@ -95,7 +96,10 @@ def test_an_edited_tool_is_served_within_5_s_in_one_line(tmp_path: Path) -> None
         def new_description() -> bool:
             return tool_descriptions(port) == {"greet": "Greets, second edition."}
 
-        wait_until(new_description, timeout=5, interval=0.1, message="the new description")
+        # 5 s on an idle host; stretched by the host's contention (tests.support.host_load)
+        wait_until(
+            new_description, timeout=scaled_s(5), interval=0.1, message="the new description"
+        )
         took = time.monotonic() - saved
         # And the terminal said so in one line, and nothing else (the children's start-up
         # lines go to their log files, as at the first start)
