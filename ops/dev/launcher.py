@@ -343,6 +343,7 @@ def _announce(
         endpoint=f"http://127.0.0.1:{options.port}/mcp",
         flower=f"http://127.0.0.1:{options.flower_port}/" if options.flower else None,
         logs=None if supervisor.log_dir is None else str(supervisor.log_dir),
+        warnings=started.tools.warnings,
     )
     for line in lines:
         supervisor.say("mcpq", line)

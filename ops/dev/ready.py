@@ -80,12 +80,15 @@ def ready_block(
     endpoint: str,
     flower: str | None,
     logs: str | None,
+    warnings: Sequence[str] = (),
 ) -> list[str]:
-    """The lines `mcpq dev` prints once it is ready (at most 7); with ``late`` workers, once
+    """The lines `mcpq dev` prints once it is ready (at most 7, and a warning per tool module
+    that declares nothing); with ``late`` workers, once
     it gave up waiting for them: then it does not say ready, and ``; Ctrl-C stops`` (which ends
     the line that does) is left for :func:`ready_later`."""
     shown = ", ".join(tools[:6]) + (f", … ({len(tools)} in all)" if len(tools) > 6 else "")
     lines = [f"redis: {redis}", f"tools from {modules}: {shown or 'none'}"]
+    lines += [f"warning: {warning}" for warning in warnings]  # a module that declares nothing
     if workers:
         lines.append("workers: " + "; ".join(w.describe() for w in workers))
     for worker in late:

@@ -77,3 +77,19 @@ def test_the_ready_block_is_short_and_names_late_workers() -> None:
         "mcpq-bulk (cpu pool, 1 process, queue bulk)" in lines
     )
     assert "bulk has not reported yet: its tools wait until it does" in lines
+
+
+def test_a_tool_module_that_declares_nothing_is_a_warning_in_the_block() -> None:
+    warning = "module 'empty' declares no tool: mark its tool functions with @tool"
+    lines = ready_block(
+        redis="redis://127.0.0.1:1/0 (REDIS_URL)",
+        tools=[],
+        modules="empty",
+        workers=[],
+        late=[],
+        endpoint="http://127.0.0.1:8000/mcp",
+        flower=None,
+        logs=None,
+        warnings=[warning],
+    )
+    assert lines[1:3] == ["tools from empty: none", f"warning: {warning}"]
