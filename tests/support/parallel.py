@@ -208,6 +208,7 @@ ESTIMATES = {
     "tests/integration/test_dev_": 5.0,
     "tests/integration/test_worker_broker_unreachable.py": 5.0,
     "tests/e2e/": 1.5,
+    "tests/e2e/test_mcpq_call_errors.py": 8.0,
     "tests/e2e/test_mcpq_call_tty.py": 12.0,
     "tests/e2e/test_operator_tasks_cli.py": 6.0,
     "tests/e2e/test_payloads_at_rest.py": 12.0,
@@ -221,7 +222,7 @@ ESTIMATES = {
     "tests/multihost/": 15.0,
     "tests/ops/": 3.0,
     "tests/ops/test_buildpack_install.py": 20.0,
-    "tests/ops/test_install_collisions.py": 15.0,
+    "tests/ops/test_install_collisions.py": 30.0,
     "tests/ops/test_bench_": 40.0,
     "tests/ops/test_bench_capacity.py": 100.0,
 }
