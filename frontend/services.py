@@ -34,7 +34,13 @@ class Services:
 
     def __post_init__(self) -> None:
         if not self.server_info:
-            self.server_info = {"name": self.settings.server_name, "version": _server_version()}
+            name = self.settings.server_name
+            if name == _DEFAULT_NAME and self.registry.server_name:
+                name = self.registry.server_name  # the App's, unless MCPQ_SERVER_NAME is set
+            self.server_info = {"name": name, "version": _server_version()}
+
+
+_DEFAULT_NAME = Settings.__dataclass_fields__["server_name"].default
 
 
 def _server_version() -> str:

@@ -13,10 +13,16 @@ Everything else under ``mcpq`` (``mcpq.frontend``, ``mcpq.workers``, ``mcpq.shar
 tasks client (the ``client`` extra).
 """
 
+from mcpq.shared.app import App
 from mcpq.shared.errors import ProtocolError, TaskCancelled, ToolError
 from mcpq.shared.tools import InputRequest, ToolContext, elicitation, sampling, tool
 
+#: The context a tool receives (FastMCP's and the MCP SDK's name for it): ``ToolContext``.
+Context = ToolContext
+
 __all__ = [
+    "App",
+    "Context",
     "InputRequest",
     "ProtocolError",
     "TaskCancelled",

@@ -153,6 +153,8 @@ class Tool:
 
 
 _MARK = "__mcpq_tool__"
+#: Set on an :class:`mcpq.shared.app.App` (which this module cannot import: it imports this one).
+APP_MARK = "__mcpq_app__"
 
 
 def _positive_int(value: object) -> bool:
@@ -246,33 +248,60 @@ class Registry:
         self.tools: dict[str, Tool] = {}
         #: One line per module that declares no tool (logged; ``mcpq tools`` prints them).
         self.warnings: list[str] = []
+        #: The name and instructions of the app the tools came from (``mcpq.shared.app``).
+        self.server_name: str | None = None
+        self.instructions: str | None = None
         for spec in tools:
             self.add(spec)
 
     @classmethod
     def from_modules(cls, modules: Iterable[str]) -> Registry:
-        """Import the tool modules and collect their ``@tool`` functions, in definition order.
+        """Import the tool modules and collect their tools, in definition order: a module's
+        ``@tool`` functions and the tools of the apps it holds, or, for ``module:attribute``,
+        the tools of that one app.
 
         A module that cannot be found raises ``ModuleNotFoundError``; one that fails to import
         :class:`ToolModuleError`; a declaration mcpq refuses :class:`ToolDefinitionError`."""
         registry = cls()
-        for module_name in modules:
+        for entry in modules:
+            module_name, _, attribute = entry.partition(":")
             module = _import(module_name)
             found = 0
+            if attribute:
+                app = getattr(module, attribute, None)
+                if not getattr(app, APP_MARK, False):
+                    raise ToolDefinitionError(
+                        f"{entry}: module {module_name!r} has no App named {attribute!r}: "
+                        f"name one (app = App(...)) or list the module alone"
+                    )
+                found += registry._add_app(app)
             for value in list(vars(module).values()):
                 spec = getattr(value, _MARK, None)
                 # A module may import another's tool: only its own definitions count here.
-                if isinstance(spec, Tool) and getattr(value, "__module__", None) == module_name:
+                if attribute:
+                    continue
+                if getattr(value, APP_MARK, False):
+                    found += registry._add_app(value)
+                elif isinstance(spec, Tool) and getattr(value, "__module__", None) == entry:
                     registry.add(spec)
                     found += 1
             if not found:
                 warning = (
-                    f"module {module_name!r} declares no tool: mark its tool functions with "
+                    f"module {entry!r} declares no tool: mark its tool functions with "
                     "@tool (a tool imported from another module counts only there)"
                 )
                 log.warning(warning)
                 registry.warnings.append(warning)
         return registry
+
+    def _add_app(self, app: Any) -> int:
+        """An app's tools, and its name and instructions (the first app's, if there are
+        several); how many tools it has."""
+        for spec in app.registry.tools.values():
+            self.add(spec)
+        if self.server_name is None:
+            self.server_name, self.instructions = app.name, app.instructions
+        return len(app.registry.tools)
 
     def add(self, spec: Tool) -> None:
         known = self.tools.get(spec.name)

@@ -42,7 +42,8 @@ def initialized(services: Services, version: str) -> Initialized:
         protocol_version=version,
         capabilities=capabilities,
         server_info=services.server_info,
-        instructions=(
+        instructions=services.registry.instructions
+        or (
             "Long-running tools run as durable tasks: call them with params.task "
             "(protocol 2025-11-25) or as plain calls, which stream progress."
         ),

@@ -12,7 +12,8 @@ async def discover(services: Services, rpc: RpcRequest) -> Discovery:
     return Discovery(
         supported_versions=list(SUPPORTED_VERSIONS),
         capabilities={"tools": {"listChanged": False}, "extensions": {TASKS_EXTENSION: {}}},
-        instructions=(
+        instructions=services.registry.instructions
+        or (
             "Long-running tools answer with a task when the client declares the "
             f"{TASKS_EXTENSION} extension; poll it with tasks/get."
         ),

@@ -122,7 +122,7 @@ def missing_module(modules: Sequence[str]) -> str | None:
     try:
         for module in modules:
             try:
-                found = importlib.util.find_spec(module)
+                found = importlib.util.find_spec(module.partition(":")[0])  # module:app
             except (ImportError, ValueError):  # a parent package is missing, or a bad name
                 found = None
             if found is None:

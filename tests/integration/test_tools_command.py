@@ -156,3 +156,19 @@ def test_without_modules_it_lists_the_running_mcpq_dev_s_tools(
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("shout  task: optional  queue: mcpq (default)  module: mytools")
     assert "build_report" not in done.stdout  # not the bundled defaults
+
+
+def test_an_app_is_listed_by_module_and_name(tmp_path: Path) -> None:
+    (tmp_path / "shop.py").write_text(
+        "from mcpq import App\n\napp = App('shop')\n\n\n@app.tool\n"
+        "def add(a: int, b: int) -> int:\n    return a + b\n"
+    )
+    done = mcpq_tools(tmp_path, "shop:app")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("add  task: optional  queue: mcpq (default)  module: shop")
+    wrong = mcpq_tools(tmp_path, "shop:nothing")
+    assert wrong.returncode == 1
+    assert wrong.stderr.strip() == (
+        "mcpq tools: shop:nothing: module 'shop' has no App named 'nothing': name one "
+        "(app = App(...)) or list the module alone"
+    )

@@ -13,6 +13,7 @@ import pytest
 
 from mcpq.frontend.app import create_app
 from mcpq.shared.store import AsyncTaskStore, Keys, WebStore, web_store
+from mcpq.shared.tools import Registry
 from tests.unit.fakes import SETTINGS, FakeProducer, FakeWorker, ListHeaders, Mcp, registry
 
 
@@ -20,7 +21,9 @@ from tests.unit.fakes import SETTINGS, FakeProducer, FakeWorker, ListHeaders, Mc
 def make_mcp() -> Callable[..., Mcp]:
     """Build an app (fresh fakeredis server) with ``Settings`` overrides."""
 
-    def build(store: WebStore | None = None, **overrides: Any) -> Mcp:
+    def build(
+        store: WebStore | None = None, tools: Registry | None = None, **overrides: Any
+    ) -> Mcp:
         settings = replace(SETTINGS, **overrides)
         server = fakeredis.FakeServer()
         keys = Keys(settings.key_prefix)
@@ -29,7 +32,9 @@ def make_mcp() -> Callable[..., Mcp]:
             store = web_store(AsyncTaskStore(fake, keys))
         peek = fakeredis.FakeRedis(server=server, decode_responses=True)
         producer = FakeProducer(peek, keys)
-        shim = ListHeaders(create_app(settings, store=store, producer=producer, tools=registry))
+        shim = ListHeaders(
+            create_app(settings, store=store, producer=producer, tools=tools or registry)
+        )
         client = falcon.testing.TestClient(shim)
         worker = FakeWorker(store.tasks, keys)
         return Mcp(client, shim, store, peek, keys, producer, worker, settings)

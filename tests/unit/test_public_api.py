@@ -17,20 +17,23 @@ from mcpq.shared.tools import Registry
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "tests" / "support" / "public_api_tools.py"
+#: The same in the app idiom (``App``, ``Context``).
+APP_EXAMPLE = REPO / "tests" / "support" / "app_tools.py"
 #: Where tool authors and client users read their examples.
 TEACHING = [REPO / "README.md", REPO / "docs" / "client.md", REPO / "mcpq" / "demo.py"]
 TEACHING.append(REPO / "mcpq" / "conformance_fixtures.py")
 
 
 def test_the_public_names_are_exported() -> None:
-    for name in ("tool", "ToolContext", "ToolError", "TaskCancelled", "elicitation", "sampling"):
+    public = ("App", "Context", "tool", "ToolContext", "ToolError", "TaskCancelled")
+    for name in (*public, "ProtocolError", "elicitation", "sampling"):
         assert name in mcpq.__all__ and hasattr(mcpq, name), name
 
 
 def test_a_tool_module_on_the_public_api_passes_mypy_strict() -> None:
     # pyproject's [tool.mypy] is strict; a file named on the command line replaces its packages.
     checked = subprocess.run(
-        [sys.executable, "-m", "mypy", str(EXAMPLE.relative_to(REPO))],
+        [sys.executable, "-m", "mypy", *(str(p.relative_to(REPO)) for p in (EXAMPLE, APP_EXAMPLE))],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -39,10 +42,11 @@ def test_a_tool_module_on_the_public_api_passes_mypy_strict() -> None:
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-def test_the_example_imports_only_mcpq_of_ours() -> None:
+@pytest.mark.parametrize("example", [EXAMPLE, APP_EXAMPLE], ids=["functions", "app"])
+def test_the_example_imports_only_mcpq_of_ours(example: Path) -> None:
     names = {
         node.module or ""
-        for node in ast.walk(ast.parse(EXAMPLE.read_text()))
+        for node in ast.walk(ast.parse(example.read_text()))
         if isinstance(node, ast.ImportFrom)
     }
     assert {name for name in names if name.startswith("mcpq")} == {"mcpq"}
@@ -85,3 +89,19 @@ def test_the_readme_s_first_tool_is_a_plain_function_with_a_bare_decorator(
     assert name == "add"
     assert spec.input_schema["required"] == ["a", "b"]
     assert spec.call(None, {"a": 2, "b": 3}) == 5  # type: ignore[arg-type]
+
+
+def test_the_readme_s_app_example_is_served_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    (example,) = [block for block in blocks if "@app.tool" in block]
+    (tmp_path / "readme_app.py").write_text(example)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        registry = Registry.from_modules(["readme_app:app"])
+    finally:
+        sys.modules.pop("readme_app", None)
+    assert registry.server_name == "shop"
+    assert registry.tools["refund"].mode == "required"
+    assert registry.tools["refund"].input_schema["required"] == ["order_id"]
