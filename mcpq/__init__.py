@@ -14,6 +14,7 @@ tasks client (the ``client`` extra).
 """
 
 from mcpq.shared.app import App
+from mcpq.shared.elicitation import Elicited
 from mcpq.shared.errors import ProtocolError, TaskCancelled, ToolError
 from mcpq.shared.tools import InputRequest, ToolContext, elicitation, sampling, tool
 
@@ -23,6 +24,7 @@ Context = ToolContext
 __all__ = [
     "App",
     "Context",
+    "Elicited",
     "InputRequest",
     "ProtocolError",
     "TaskCancelled",

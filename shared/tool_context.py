@@ -14,8 +14,11 @@ import hashlib
 from collections.abc import Awaitable, Callable, Generator, Iterable
 from typing import Any, Protocol, TypeVar, overload
 
+from mcpq.shared.elicitation import Elicited
+
 InputRequest = dict[str, Any]
 T = TypeVar("T")
+M = TypeVar("M")
 
 
 class Answer(dict[str, Any]):
@@ -83,8 +86,18 @@ class ToolContext(Protocol):
         """Ask the client several things at once; returns the answers in order."""
         ...
 
-    def elicit(self, message: str, schema: dict[str, Any]) -> Answer:
-        """Ask the user to fill a form; returns the ``ElicitResult``."""
+    # A JSON schema gives the raw ``ElicitResult``; a model (``schema=Model``, or FastMCP's
+    # ``response_type=Model``) a typed one (``mcpq.shared.elicitation``).
+    @overload
+    def elicit(self, message: str, schema: dict[str, Any]) -> Answer: ...
+    @overload
+    def elicit(self, message: str, schema: type[M]) -> Elicited[M]: ...
+    @overload
+    def elicit(self, message: str, *, response_type: type[M]) -> Elicited[M]: ...
+    def elicit(self, message: str, schema: Any = None, *, response_type: Any = None) -> Any:
+        """Ask the user to fill a form. With a JSON schema, returns the ``ElicitResult``; with
+        a model, an :class:`~mcpq.shared.elicitation.Elicited` whose ``data`` is the validated
+        model (``None`` when declined or cancelled)."""
         ...
 
     def sample(self, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> Answer:

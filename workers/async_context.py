@@ -29,12 +29,14 @@ from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
+from mcpq.shared.elicitation import Elicited
 from mcpq.shared.tool_context import Answer, Answers, Done, InputRequest
 from mcpq.workers.context import RunContext
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+M = TypeVar("M")
 
 
 def _awaited(coroutine: Coroutine[Any, Any, Any], kind: type[R]) -> R:
@@ -92,8 +94,17 @@ class AsyncRunContext:
     def ask(self, *requests: InputRequest) -> Answers:
         return _awaited(self._off_loop(self._ctx.ask, *requests), Answers)
 
-    def elicit(self, message: str, schema: dict[str, Any]) -> Answer:
-        return _awaited(self._off_loop(self._ctx.elicit, message, schema), Answer)
+    @overload
+    def elicit(self, message: str, schema: dict[str, Any]) -> Answer: ...
+    @overload
+    def elicit(self, message: str, schema: type[M]) -> Elicited[M]: ...
+    @overload
+    def elicit(self, message: str, *, response_type: type[M]) -> Elicited[M]: ...
+    def elicit(self, message: str, schema: Any = None, *, response_type: Any = None) -> Any:
+        ctx: Any = self._ctx  # the overloads are the caller's; the call passes them on as given
+        call = self._off_loop(ctx.elicit, message, schema, response_type=response_type)
+        typed = response_type is not None or not isinstance(schema, dict)
+        return _awaited(call, Elicited if typed else Answer)
 
     def sample(self, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> Answer:
         call = self._off_loop(self._ctx.sample, messages, max_tokens, **params)

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar, overload
 
 from mcpq.shared.bounds import LimitExceeded, check_bytes, shorten
+from mcpq.shared.elicitation import Elicited, form
 from mcpq.shared.errors import StoreUnavailable, TaskCancelled, ToolError
 from mcpq.shared.store import InputPoll, Reply, StepStart, TaskStatus, TaskStore
 from mcpq.shared.store.wakeups import Watch
@@ -34,6 +35,7 @@ from mcpq.workers.interrupts import RunParked, RunSuperseded
 from mcpq.workers.reports import PendingReport, ReportFlusher
 
 T = TypeVar("T")
+M = TypeVar("M")
 #: How long a step's value is retried through a store outage before the run gives up on it.
 SAVE_PATIENCE_S = 60.0
 _STOPPED = {TaskStatus.CANCELLED, None}  # None: the task is gone (expired)
@@ -207,8 +209,17 @@ class RunContext:
         answers = poll.answers or {}
         return Answers(answers[key] for key in keys)
 
-    def elicit(self, message: str, schema: dict[str, Any]) -> Answer:
-        return Answer(self.ask(elicitation(message, schema))[0])
+    @overload
+    def elicit(self, message: str, schema: dict[str, Any]) -> Answer: ...
+    @overload
+    def elicit(self, message: str, schema: type[M]) -> Elicited[M]: ...
+    @overload
+    def elicit(self, message: str, *, response_type: type[M]) -> Elicited[M]: ...
+    def elicit(self, message: str, schema: Any = None, *, response_type: Any = None) -> Any:
+        if isinstance(schema, dict) and response_type is None:
+            return Answer(self.ask(elicitation(message, schema))[0])
+        asked = form(_one_model(schema, response_type))
+        return asked.result(self.ask(elicitation(message, asked.schema))[0])
 
     def sample(self, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> Answer:
         return Answer(self.ask(sampling(messages, max_tokens, **params))[0])
@@ -340,3 +351,10 @@ class RunContext:
             raise RunParked()
         if reply is not Reply.ANSWERED:
             raise_for(reply)
+
+
+def _one_model(schema: Any, response_type: Any) -> Any:
+    """The model of a typed ``elicit``: ``schema=`` or ``response_type=``, exactly one."""
+    if (schema is None) == (response_type is None):
+        raise TypeError("elicit: give the form as schema=Model (or response_type=Model), once")
+    return schema if schema is not None else response_type

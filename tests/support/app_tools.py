@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from mcpq import App, Context
+from dataclasses import dataclass
+from typing import assert_type
+
+from pydantic import BaseModel
+
+from mcpq import App, Context, Elicited
 
 app = App("shop", instructions="Refunds need a human's approval.")
 
@@ -11,6 +16,35 @@ app = App("shop", instructions="Refunds need a human's approval.")
 def add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
+
+
+class Approval(BaseModel):
+    ok: bool
+    note: str | None = None
+
+
+@dataclass
+class Amount:
+    cents: int
+
+
+@app.tool(task="required")
+def approve(ctx: Context, change: str) -> str:
+    """A typed question (a pydantic model): ``data`` is an ``Approval`` or ``None``."""
+    answer = ctx.elicit(f"Apply {change}?", schema=Approval)
+    assert_type(answer, Elicited[Approval])
+    assert_type(answer.data, Approval | None)
+    if answer.action != "accept" or answer.data is None or not answer.data.ok:
+        return "declined"
+    amount = ctx.elicit("How much?", response_type=Amount).data  # FastMCP's spelling
+    return f"applied {change} for {amount.cents if amount else 0}"
+
+
+@app.tool
+async def confirm(ctx: Context, question: str) -> bool:
+    answer = await ctx.elicit(question, schema=bool)  # a primitive: one field, "value"
+    assert_type(answer.data, bool | None)
+    return bool(answer.data)
 
 
 @app.tool(task="required", queue="bulk", ttl_ms=60_000)

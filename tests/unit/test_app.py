@@ -17,7 +17,7 @@ MODULE = "tests.support.app_tools"
 
 def test_an_app_holds_its_tools_bare_or_with_options() -> None:
     registry = Registry.from_modules([f"{MODULE}:app"])
-    assert list(registry.tools) == ["add", "refund"]
+    assert list(registry.tools) == ["add", "approve", "confirm", "refund"]
     add, refund = registry.tools["add"], registry.tools["refund"]
     assert add.input_schema["required"] == ["a", "b"]  # no context: every argument
     assert (refund.mode, refund.queue, refund.ttl_ms) == ("required", "bulk", 60_000)
@@ -31,7 +31,7 @@ def test_an_app_holds_its_tools_bare_or_with_options() -> None:
 
 def test_a_listed_module_s_app_is_found_without_naming_it() -> None:
     registry = Registry.from_modules([MODULE])
-    assert list(registry.tools) == ["add", "refund"]
+    assert list(registry.tools) == ["add", "approve", "confirm", "refund"]
     assert registry.server_name == "shop"
     assert registry.warnings == []
 
@@ -58,7 +58,7 @@ def test_the_app_s_name_and_instructions_are_what_the_server_reports(
     assert discovered["instructions"] == "Refunds need a human's approval."
     assert discovered["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "shop"
     listed = mcp.post("tools/list", {}).result
-    assert [t["name"] for t in listed["tools"]] == ["add", "refund"]
+    assert [t["name"] for t in listed["tools"]] == ["add", "approve", "confirm", "refund"]
 
 
 def test_mcpq_server_name_wins_over_the_app_s(make_mcp: Callable[..., Mcp]) -> None:
