@@ -25,11 +25,13 @@ from mcpq.shared.errors import (
 )
 from mcpq.shared.protocol import (
     META_CLIENT_CAPABILITIES,
+    META_LOG_LEVEL,
     META_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     SUPPORTED_VERSIONS,
     TASKS_EXTENSION,
 )
+from mcpq.shared.tool_context import LOG_LEVELS
 
 if TYPE_CHECKING:
     from mcpq.shared.store import Session
@@ -71,6 +73,19 @@ class RpcRequest:
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         valid = isinstance(token, str) or (isinstance(token, int) and not isinstance(token, bool))
         return token if valid else None
+
+    @property
+    def log_level(self) -> str | None:
+        """The least severe log level this request's stream may carry as
+        ``notifications/message``, or ``None`` for none: on 2026-07-28, what the request set in
+        ``_meta["io.modelcontextprotocol/logLevel"]`` (no level, no messages: the spec's rule);
+        on a 2025-era session, what ``logging/setLevel`` set, and every level until then (the
+        spec leaves that to the server)."""
+        if self.session is not None:
+            return self.session.log_level or "debug"
+        meta = self.params.get("_meta")
+        level = meta.get(META_LOG_LEVEL) if isinstance(meta, dict) else None
+        return level if level in LOG_LEVELS else None
 
     @property
     def tasks_opt_in(self) -> bool:

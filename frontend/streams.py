@@ -32,6 +32,7 @@ from mcpq.frontend.services import Services
 from mcpq.shared.errors import INTERNAL_ERROR, McpError, StoreUnavailable, TaskLost, TaskNotFound
 from mcpq.shared.protocol import META_RELATED_TASK
 from mcpq.shared.store import TaskRecord, TaskStatus
+from mcpq.shared.tool_context import LOG_LEVELS, capability_names
 from mcpq.shared.tools import missing_capabilities
 from mcpq.shared.wire import Result
 
@@ -78,11 +79,28 @@ class Follow:
     limit_text: str = "No result within MCPQ_STREAM_MAX_S"
 
 
+def _progress_value(record: TaskRecord) -> float:
+    """What a progress notification says: ``report_progress``'s number, else how many reports."""
+    return record.progress if record.progress is not None else float(record.reports)
+
+
 def _progress(rpc: RpcRequest, record: TaskRecord) -> Message:
-    params: dict[str, Any] = {"progressToken": rpc.progress_token, "progress": record.reports}
+    value = _progress_value(record)
+    params: dict[str, Any] = {
+        "progressToken": rpc.progress_token,
+        "progress": int(value) if value.is_integer() else value,
+    }
+    if record.progress is not None and record.total is not None:
+        total = record.total
+        params["total"] = int(total) if total.is_integer() else total
     if record.message:
         params["message"] = record.message
     return replies.notification("notifications/progress", params)
+
+
+def _wanted(level: Any, least: str) -> bool:
+    """A message at ``level`` goes to a stream that asked for ``least`` and above."""
+    return level in LOG_LEVELS and LOG_LEVELS.index(level) >= LOG_LEVELS.index(least)
 
 
 def follow(services: Services, rpc: RpcRequest, spec: Follow) -> Events:
@@ -114,7 +132,8 @@ class _Follower:
         limit = s.stream_max_s if spec.limit_s is None else spec.limit_s
         self.deadline = time.monotonic() + limit if limit > 0 else float("inf")
         self.limit = limit
-        self.reported = 0
+        self.reported = 0.0  # the progress last sent (it must increase)
+        self.logged = 0  # the log messages read so far
         self.asked: set[str] = set()
         self.sent_at = time.monotonic()
         self.ended = False
@@ -199,13 +218,8 @@ class _Follower:
                 raise
             yield self.answer(error=TaskLost())
             return
-        # A task that ended cleared its progress text (statusMessage is the end's, or none):
-        # a report read only now would go out empty, so the result goes out alone instead.
-        fresh = record.reports > self.reported and not (record.terminal and not record.message)
-        if rpc.progress_token is not None and fresh:
-            self.reported = record.reports
-            self.sent_at = time.monotonic()
-            yield _progress(rpc, record)
+        async for message in self._news(record):
+            yield message
         if record.terminal:
             if record.status is TaskStatus.CANCELLED and record.message == CLIENT_CANCELLED:
                 self.ended = True
@@ -225,13 +239,34 @@ class _Follower:
             async for message in self._ask_new(inputs):
                 yield message
 
+    async def _news(self, record: TaskRecord) -> Events:
+        """The progress and log messages ``record`` has that were not sent yet."""
+        rpc = self.rpc
+        # A task that ended cleared its progress text (statusMessage is the end's, or none):
+        # a report read only now would go out empty, so the result goes out alone instead.
+        value = _progress_value(record)
+        fresh = value > self.reported and not (record.terminal and not record.message)
+        if rpc.progress_token is not None and fresh:
+            self.reported = value
+            self.sent_at = time.monotonic()
+            yield _progress(rpc, record)
+        # The tool's log messages, before its result (its run wrote them before its end).
+        least = rpc.log_level
+        if record.logs > self.logged and least is not None:
+            logs = await self.services.tasks.logs(self.spec.task_id, self.logged, record.logs)
+            for params in logs:
+                if _wanted(params.get("level"), least):
+                    self.sent_at = time.monotonic()
+                    yield replies.notification("notifications/message", params)
+            self.logged = record.logs
+
     async def _ask_new(self, inputs: dict[str, Any]) -> Events:
         fresh = {k: r for k, r in inputs.items() if k not in self.asked}
         missing = missing_capabilities(fresh.values(), self.rpc.caps)
         if missing and self.spec.abandon is not None:
             # Never ask what the session cannot answer: the call fails instead of hanging.
             await self.spec.abandon("client cannot answer the tool's input request")
-            names = ", ".join(sorted(missing))
+            names = ", ".join(sorted(capability_names(missing)))
             text = f"The tool asks for input this session did not declare ({names})"
             yield self.answer(error=McpError(INTERNAL_ERROR, text))
             return

@@ -213,6 +213,11 @@ class TaskService:
         fields (arguments...) too (see ``AsyncTaskStore.get``)."""
         return await self._store.get(task_ref(task_id), owner, watching=watching, call=call)
 
+    async def logs(self, task_id: str, after: int, upto: int) -> list[Any]:
+        """A synchronous call's log messages after number ``after`` up to ``upto`` (read from
+        its record, which :meth:`get` gave its owner)."""
+        return await self._store.logs(task_ref(task_id), after, upto)
+
     async def answer(
         self, owner: str, task_id: str, responses: dict[str, Any], request_id: str = ""
     ) -> Answered:

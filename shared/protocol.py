@@ -16,6 +16,8 @@ LEGACY_LATEST = "2025-11-25"
 LEGACY_TASKS_VERSION = "2025-11-25"
 META_RELATED_TASK = "io.modelcontextprotocol/related-task"
 META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+#: A 2026-07-28 request's wish for ``notifications/message`` on its stream, at or above a level.
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"

@@ -12,11 +12,23 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable, Generator, Iterable
-from typing import Any, Protocol, TypeVar, overload
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 from mcpq.shared.elicitation import Elicited
 
 InputRequest = dict[str, Any]
+#: The levels of ``notifications/message`` (RFC 5424's, as MCP names them), least severe first.
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+LOG_LEVELS: tuple[LogLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
 T = TypeVar("T")
 M = TypeVar("M")
 
@@ -56,10 +68,12 @@ class ToolContext(Protocol):
     """What a running tool may do. Every call also observes cancellation: once the task is
     cancelled, the next call raises :class:`mcpq.shared.errors.TaskCancelled`.
 
-    In an ``async def`` tool, await ``sleep``, ``ask``, ``elicit``, ``sample`` and a ``step``
-    whose ``fn`` is async: they wait off the tool's event loop, one at a time in the order
-    they were made. ``report``, ``cancelled``, ``prelude`` and ``step_key`` need no ``await``
-    (awaiting ``report`` is harmless)."""
+    In an ``async def`` tool, await ``sleep``, ``ask``, ``elicit``, ``elicit_url``, ``sample``
+    and a ``step`` whose ``fn`` is async: they wait off the tool's event loop, one at a time in
+    the order they were made. ``report``, ``report_progress``, ``log`` (and ``debug``,
+    ``info``, ``warning``, ``error``), ``cancelled``, ``prelude`` and ``step_key`` need no
+    ``await`` (they only record; awaiting what they return is harmless, and is how FastMCP's
+    and the SDK's tools are written)."""
 
     @property
     def cancelled(self) -> bool: ...
@@ -74,6 +88,40 @@ class ToolContext(Protocol):
         ``MCPQ_REPORT_DELAY_MS`` later, the latest of several in one write, and not at all when
         the run ends first (its end replaces the message); a cancel the worker already knows
         of raises here, like at any other call."""
+        ...
+
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> Done:
+        """Report numeric progress (FastMCP's and the MCP SDK's call): ``notifications/progress``
+        on a synchronous call's stream when its request carried a ``progressToken`` (sent only
+        when ``progress`` grew: the spec wants it to increase), and the task's
+        ``statusMessage`` (``message``, or ``"3/10"`` without one). Written like :meth:`report`:
+        a moment late, the latest of several in one write."""
+        ...
+
+    def log(self, level: LogLevel, data: Any, *, logger_name: str | None = None) -> Done:
+        """Log to the client: ``notifications/message`` on a synchronous call's stream (a
+        2025-era session, or a 2026-07-28 request that set a log level, at or above it), never
+        for a task (the Tasks extension has no stream for it); always the worker's log
+        (logger ``mcpq.tool``). ``data`` is any JSON value. Like questions, a run's messages are
+        numbered in the order it makes them: a replay does not send them twice."""
+        ...
+
+    def debug(self, data: Any, *, logger_name: str | None = None) -> Done:
+        """:meth:`log` at ``debug``."""
+        ...
+
+    def info(self, data: Any, *, logger_name: str | None = None) -> Done:
+        """:meth:`log` at ``info``."""
+        ...
+
+    def warning(self, data: Any, *, logger_name: str | None = None) -> Done:
+        """:meth:`log` at ``warning``."""
+        ...
+
+    def error(self, data: Any, *, logger_name: str | None = None) -> Done:
+        """:meth:`log` at ``error``."""
         ...
 
     def sleep(self, seconds: float) -> Done:
@@ -98,6 +146,16 @@ class ToolContext(Protocol):
         """Ask the user to fill a form. With a JSON schema, returns the ``ElicitResult``; with
         a model, an :class:`~mcpq.shared.elicitation.Elicited` whose ``data`` is the validated
         model (``None`` when declined or cancelled)."""
+        ...
+
+    def elicit_url(
+        self, message: str, url: str, elicitation_id: str | None = None
+    ) -> Elicited[None]:
+        """Send the user to ``url`` (URL-mode elicitation, 2025-11-25: credentials, OAuth,
+        payments: what must not pass through the client). Returns whether they agreed to go
+        (``action``); what they do there happens out of band. The client must declare
+        ``elicitation.url``. ``elicitation_id`` defaults to one derived from the task and the
+        question's place in the run, the same in a replay."""
         ...
 
     def sample(self, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> Answer:
@@ -141,6 +199,12 @@ def elicitation(message: str, schema: dict[str, Any]) -> InputRequest:
     return {"method": "elicitation/create", "params": params}
 
 
+def url_elicitation(message: str, url: str, elicitation_id: str) -> InputRequest:
+    """An ``elicitation/create`` (URL mode, 2025-11-25) input request."""
+    params = {"mode": "url", "message": message, "url": url, "elicitationId": elicitation_id}
+    return {"method": "elicitation/create", "params": params}
+
+
 def sampling(messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> InputRequest:
     """A ``sampling/createMessage`` input request."""
     body = {"messages": messages, "maxTokens": max_tokens, **params}
@@ -159,5 +223,29 @@ def missing_capabilities(
 ) -> dict[str, Any]:
     """The client capabilities these input requests need and the client did not declare, as a
     ``requiredCapabilities`` object (empty when nothing is missing)."""
-    needed = (_CAPABILITY.get(str(r.get("method"))) for r in requests)
-    return {name: {} for name in needed if name and name not in client_caps}
+    missing: dict[str, Any] = {}
+    for request in requests:
+        name = _CAPABILITY.get(str(request.get("method")))
+        if name and name not in client_caps:
+            missing[name] = {}
+        elif name == "elicitation" and _mode(request) == "url":
+            # URL mode is a capability of its own: ``elicitation: {"url": {}}`` (2025-11-25); a
+            # client that declared only forms cannot follow a link it is never shown.
+            declared = client_caps.get("elicitation")
+            if not (isinstance(declared, dict) and "url" in declared):
+                missing.setdefault("elicitation", {})["url"] = {}
+    return missing
+
+
+def capability_names(missing: dict[str, Any]) -> list[str]:
+    """``missing_capabilities``' answer as names for people: ``elicitation.url`` for a URL
+    question's sub-capability, ``sampling`` for a whole one."""
+    names = []
+    for name, sub in missing.items():
+        names += [f"{name}.{part}" for part in sub] if isinstance(sub, dict) and sub else [name]
+    return names
+
+
+def _mode(request: InputRequest) -> str:
+    params = request.get("params")
+    return str(params.get("mode", "form")) if isinstance(params, dict) else "form"

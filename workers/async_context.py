@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from mcpq.shared.elicitation import Elicited
-from mcpq.shared.tool_context import Answer, Answers, Done, InputRequest
+from mcpq.shared.tool_context import Answer, Answers, Done, InputRequest, LogLevel
 from mcpq.workers.context import RunContext
 
 P = ParamSpec("P")
@@ -76,6 +76,27 @@ class AsyncRunContext:
     def report(self, message: str) -> Done:
         return self._ctx.report(message)
 
+    # Recorded at once, written later (mcpq.workers.reports), like report.
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> Done:
+        return self._ctx.report_progress(progress, total, message)
+
+    def log(self, level: LogLevel, data: Any, *, logger_name: str | None = None) -> Done:
+        return self._ctx.log(level, data, logger_name=logger_name)
+
+    def debug(self, data: Any, *, logger_name: str | None = None) -> Done:
+        return self._ctx.log("debug", data, logger_name=logger_name)
+
+    def info(self, data: Any, *, logger_name: str | None = None) -> Done:
+        return self._ctx.log("info", data, logger_name=logger_name)
+
+    def warning(self, data: Any, *, logger_name: str | None = None) -> Done:
+        return self._ctx.log("warning", data, logger_name=logger_name)
+
+    def error(self, data: Any, *, logger_name: str | None = None) -> Done:
+        return self._ctx.log("error", data, logger_name=logger_name)
+
     def step_key(self, name: str) -> str:
         return self._ctx.step_key(name)
 
@@ -105,6 +126,12 @@ class AsyncRunContext:
         call = self._off_loop(ctx.elicit, message, schema, response_type=response_type)
         typed = response_type is not None or not isinstance(schema, dict)
         return _awaited(call, Elicited if typed else Answer)
+
+    def elicit_url(
+        self, message: str, url: str, elicitation_id: str | None = None
+    ) -> Elicited[None]:
+        call = self._off_loop(self._ctx.elicit_url, message, url, elicitation_id)
+        return _awaited(call, Elicited)
 
     def sample(self, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> Answer:
         call = self._off_loop(self._ctx.sample, messages, max_tokens, **params)

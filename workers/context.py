@@ -8,7 +8,9 @@ task recovered). Input keys are derived from the order of ``ask`` calls, so a re
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import math
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -26,13 +28,17 @@ from mcpq.shared.tool_context import (
     Answers,
     Done,
     InputRequest,
+    LogLevel,
+    capability_names,
     elicitation,
     missing_capabilities,
     sampling,
     step_key,
+    url_elicitation,
 )
+from mcpq.workers import tool_logs
 from mcpq.workers.interrupts import RunParked, RunSuperseded
-from mcpq.workers.reports import PendingReport, ReportFlusher
+from mcpq.workers.reports import PendingReport, Report, ReportFlusher
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -68,16 +74,16 @@ class RunContext:
         max_message_chars: int = 1000,
         reports: ReportFlusher | None = None,
         lease_ms: int = 30_000,
+        keep_logs: bool = False,
+        tool: str = "",
     ) -> None:
         self._store = store
         #: Reports are written late, by the process's flusher (None or no delay: at once).
         self._reports = reports if reports is not None and reports.delay_s > 0 else None
-        self._pending = PendingReport(
-            lambda message, count, at_ms: self._store.report(
-                self.ref, self.gen, message, count, at_ms
-            ),
-            self.interrupt,
-        )
+        self._pending = PendingReport(self._write_report, self.interrupt)
+        #: Log messages go to the store only for a synchronous call (its stream sends them);
+        #: numbered in the order this run makes them (a replay makes the same ones again).
+        self._keep_logs, self._tool, self._logged = keep_logs, tool, 0
         #: How the run learns that an answer or a cancel came while it waits
         #: (``mcpq.shared.store.wakeups``: the runs of a process share one connection).
         self._watch = watch
@@ -140,24 +146,87 @@ class RunContext:
         return self._prelude
 
     def report(self, message: str) -> Done:
+        return self._status(message)
+
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> Done:
+        for name, value in (("progress", progress), ("total", total)):
+            if value is not None and not (isinstance(value, int | float) and math.isfinite(value)):
+                raise TypeError(f"report_progress: {name} must be a finite number, not {value!r}")
+        if message is None:
+            message = (
+                _number(progress) if total is None else f"{_number(progress)}/{_number(total)}"
+            )
+        return self._status(message, float(progress), None if total is None else float(total))
+
+    def _status(
+        self, message: str, progress: float | None = None, total: float | None = None
+    ) -> Done:
         with self._inside():
             # Shortened, not refused: a status line is for people, and stored for every poll.
             text = shorten(message, self._max_message_chars)
             if self._reports is None:
-                reply = self._store.report(self.ref, self.gen, text)
+                reply = self._store.report(self.ref, self.gen, text, progress=progress, total=total)
                 if reply is not Reply.OK:
                     raise_for(reply)
                 return DONE
             # Written later (mcpq.workers.reports); a cancel this worker knows of still stops here.
             if self.cancel_seen.is_set():
                 raise_for(self._stopped_by)
-            if self._pending.set(text, self._store.now_ms()):
+            if self._pending.set(text, self._store.now_ms(), progress, total):
                 self._reports.schedule(self._pending)
         return DONE
+
+    def log(self, level: LogLevel, data: Any, *, logger_name: str | None = None) -> Done:
+        with self._inside():
+            params = tool_logs.entry(level, data, logger_name, self._tool)
+            if self.cancel_seen.is_set():
+                raise_for(self._stopped_by)
+            if not self._keep_logs:
+                return DONE  # a task's: the worker's log only (no stream may carry it)
+            self._logged += 1
+            first, full = self._pending.add_log(params, self._logged)
+            if self._reports is None or full:
+                self._flush_report()
+            elif first:
+                self._reports.schedule(self._pending)
+        return DONE
+
+    def debug(self, data: Any, *, logger_name: str | None = None) -> Done:
+        return self.log("debug", data, logger_name=logger_name)
+
+    def info(self, data: Any, *, logger_name: str | None = None) -> Done:
+        return self.log("info", data, logger_name=logger_name)
+
+    def warning(self, data: Any, *, logger_name: str | None = None) -> Done:
+        return self.log("warning", data, logger_name=logger_name)
+
+    def error(self, data: Any, *, logger_name: str | None = None) -> Done:
+        return self.log("error", data, logger_name=logger_name)
+
+    def _write_report(self, report: Report) -> Reply:
+        return self._store.report(
+            self.ref,
+            self.gen,
+            report.message,
+            report.count,
+            report.at_ms,
+            progress=report.progress,
+            total=report.total,
+            logs=report.logs,
+            first_log=report.first_log,
+        )
 
     def discard_report(self) -> None:
         """The run ends: its final write replaces any report still pending."""
         self._pending.discard()
+
+    def flush_logs(self) -> None:
+        """Before the run's final write: the log messages still pending, so that the call's
+        stream sends them before its result (a refusal is the final write's to report)."""
+        self._pending.discard()
+        self._pending.flush()
 
     def _flush_report(self) -> None:
         """Before another write of this run: its pending report first, so they stay in order."""
@@ -220,6 +289,20 @@ class RunContext:
             return Answer(self.ask(elicitation(message, schema))[0])
         asked = form(_one_model(schema, response_type))
         return asked.result(self.ask(elicitation(message, asked.schema))[0])
+
+    def elicit_url(
+        self, message: str, url: str, elicitation_id: str | None = None
+    ) -> Elicited[None]:
+        if elicitation_id is None:
+            # Derived from the task and the question's place in the run: the same in a replay,
+            # so the client sees one elicitation however often the run is re-made.
+            seed = f"{self.ref}\x00url-{self._asked + 1}".encode()
+            elicitation_id = hashlib.sha256(seed).hexdigest()[:32]
+        answer = self.ask(url_elicitation(message, url, elicitation_id))[0]
+        action = answer.get("action")
+        if action not in ("accept", "decline", "cancel"):
+            raise ToolError(f"The URL elicitation's answer has no known action: {action!r}")
+        return Elicited(action, None)
 
     def sample(self, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> Answer:
         return Answer(self.ask(sampling(messages, max_tokens, **params))[0])
@@ -330,7 +413,7 @@ class RunContext:
             return
         missing = missing_capabilities(requests, self._caps)
         if missing:
-            names = ", ".join(f"'{name}'" for name in missing)
+            names = ", ".join(f"'{name}'" for name in capability_names(missing))
             raise ToolError(f"The client did not declare the {names} capability this tool needs")
 
     def _check(self) -> None:
@@ -351,6 +434,13 @@ class RunContext:
             raise RunParked()
         if reply is not Reply.ANSWERED:
             raise_for(reply)
+
+
+def _number(value: float) -> str:
+    """A progress number for people: 2100000, not 2.1e+06; 1.5; 0.3333."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.4f}".rstrip("0").rstrip(".")
 
 
 def _one_model(schema: Any, response_type: Any) -> Any:

@@ -10,6 +10,12 @@ which 2025-era streams turn into progress notifications). A run that ends within
 writes none of it: for a short tool that is a round trip and five Redis commands fewer per task,
 and its result is out that much sooner.
 
+``ctx.report_progress`` is a report with numbers (``prog``, ``total``: a synchronous call's
+stream sends them as ``notifications/progress``). Log messages (``ctx.info``...) of a
+synchronous call ride the same writes: they are only sent on its stream, so they wait with the
+report, are written in one batch, and, unlike a status, are written before the run's end
+(``RunContext.flush_logs``): a stream sends them before the result.
+
 Ordering: a run's other writes (asking for input, parking, saving a step) first write its
 pending report, in the run's own thread, under the run's write lock (:class:`PendingReport`);
 the flusher takes the same lock, so a report is never stored after a later write of its run. A
@@ -26,15 +32,36 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from mcpq.shared.errors import StoreUnavailable
 from mcpq.shared.store import Reply
 
 log = logging.getLogger("mcpq.worker")
 
-#: Writes a report: (message, how many reports it stands for, when the tool made it on Redis's
-#: clock) → the store's reply.
-Write = Callable[[str, int, int], Reply]
+
+@dataclass(frozen=True)
+class Report:
+    """One write of a run's reports: its latest status (``message``, standing for ``count``
+    reports, made at ``at_ms`` on Redis's clock, with the numbers of ``report_progress``), or
+    none (``message`` None: only log messages), and the log messages made since the last write,
+    numbered in the run's order from ``first_log``."""
+
+    message: str | None
+    count: int = 0
+    at_ms: int = 0
+    progress: float | None = None
+    total: float | None = None
+    logs: tuple[Any, ...] = ()
+    first_log: int = 0
+
+
+#: Writes a report → the store's reply.
+Write = Callable[[Report], Reply]
+#: How many log messages one run keeps waiting for a write: a tool that logs in a tight loop
+#: writes them then and there, in batches of this many.
+MAX_PENDING_LOGS = 100
 
 
 class PendingReport:
@@ -47,27 +74,61 @@ class PendingReport:
         self._message: str | None = None
         self._count = 0
         self._at_ms = 0
+        self._progress: float | None = None
+        self._total: float | None = None
+        self._logs: list[Any] = []
+        self._first_log = 0
 
-    def set(self, message: str, at_ms: int) -> bool:
+    def _pending(self) -> bool:
+        return self._message is not None or bool(self._logs)
+
+    def set(
+        self,
+        message: str,
+        at_ms: int,
+        progress: float | None = None,
+        total: float | None = None,
+    ) -> bool:
         """Record ``message``, made at ``at_ms`` (the task's lastUpdatedAt once written); True
         when nothing was pending (the caller schedules a flush)."""
         with self.lock:
-            first = self._message is None
+            first = not self._pending()
             self._message, self._count, self._at_ms = message, self._count + 1, at_ms
+            self._progress, self._total = progress, total
             return first
+
+    def add_log(self, entry: Any, number: int) -> tuple[bool, bool]:
+        """Record log message ``number`` of the run (numbers follow each other). Returns (True
+        when nothing was pending: schedule a flush, True when so many wait that the caller
+        should write them now)."""
+        with self.lock:
+            first = not self._pending()
+            if not self._logs:
+                self._first_log = number
+            self._logs.append(entry)
+            return first, len(self._logs) >= MAX_PENDING_LOGS
 
     def flush(self) -> Reply:
         """Write what is pending now (``OK`` when nothing is). The run's own thread calls this
         before its other writes and handles the reply; callers hold no lock."""
         with self.lock:
-            message, count = self._message, self._count
-            self._message, self._count = None, 0
-            if message is None:
+            if not self._pending():
                 return Reply.OK
-            return self._write(message, count, self._at_ms)
+            report = Report(
+                self._message,
+                self._count,
+                self._at_ms,
+                self._progress,
+                self._total,
+                tuple(self._logs),
+                self._first_log,
+            )
+            self._message, self._count, self._logs = None, 0, []
+            return self._write(report)
 
     def discard(self) -> None:
-        """The run ends: its final write replaces any status message."""
+        """The run ends: its final write replaces any status message (log messages stay: the
+        run writes them before its end, ``RunContext.flush_logs``)."""
         with self.lock:
             self._message, self._count = None, 0
 

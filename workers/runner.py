@@ -191,6 +191,8 @@ def _execute(
         watch=watch,
         reports=deps.reports,
         lease_ms=int(s.lease_s * 1000),
+        keep_logs=record.sync,  # only a synchronous call's stream sends its log messages
+        tool=tool.name,
     )
     # An async tool awaits its context's waits, which run off its loop (mcpq.workers.async_context).
     view = AsyncRunContext(ctx) if tool.is_async else None
@@ -233,6 +235,9 @@ def _execute(
         ctx.discard_report()
         if view is not None:
             view.close()
+    # A synchronous call's log messages still pending are written first: its stream sends
+    # what it reads before the result, and would never read them after it.
+    ctx.flush_logs()
     # Fenced by `gen`: if the task was cancelled meanwhile, or a newer run took it over after
     # our lease lapsed, this result is discarded and the task keeps what it has.
     reply = store.finish(ref, gen, status, payload, message)

@@ -19,6 +19,7 @@ from mcpq.frontend.streams import Follow, StreamReply, follow, settle
 from mcpq.shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params
 from mcpq.shared.protocol import LEGACY_TASKS_VERSION, META_RELATED_TASK
 from mcpq.shared.store import Position, Reply, TaskRecord, TaskStatus
+from mcpq.shared.tool_context import LOG_LEVELS
 from mcpq.shared.wire import (
     Ack,
     CallToolResult,
@@ -35,7 +36,8 @@ LIST_PAGE = 50
 
 
 def initialized(services: Services, version: str) -> Initialized:
-    capabilities: dict[str, Any] = {"tools": {"listChanged": False}}
+    # ``logging``: a synchronous call's stream carries its tool's log messages (``ctx.info``...).
+    capabilities: dict[str, Any] = {"tools": {"listChanged": False}, "logging": {}}
     if version >= LEGACY_TASKS_VERSION:
         capabilities["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
     return Initialized(
@@ -51,6 +53,17 @@ def initialized(services: Services, version: str) -> Initialized:
 
 
 async def ping(services: Services, rpc: RpcRequest) -> Ack:
+    return Ack()
+
+
+async def set_level(services: Services, rpc: RpcRequest) -> Ack:
+    """``logging/setLevel``: the session's calls stream the log messages at ``level`` and above."""
+    level = rpc.params.get("level")
+    if level not in LOG_LEVELS:
+        raise invalid_params(f"logging/setLevel: level must be one of {', '.join(LOG_LEVELS)}")
+    assert rpc.session is not None  # a 2025-era method: only a session's requests reach it
+    if not await services.sessions.set_log_level(rpc.session.sref, str(level)):
+        raise McpError(INTERNAL_ERROR, "The session ended")
     return Ack()
 
 

@@ -27,6 +27,7 @@ _2026, _TASKS_2025 = PROTOCOL_VERSION, LEGACY_TASKS_VERSION
 #: the handler of the newest ``since`` <= ``v``; ``None`` where a version dropped the method.
 ROUTES: dict[str, tuple[tuple[str, Handler | None], ...]] = {
     "ping": ((_OLDEST, legacy.ping), (_2026, None)),
+    "logging/setLevel": ((_OLDEST, legacy.set_level), (_2026, None)),
     "tools/list": ((_OLDEST, tools.list_tools),),
     "tools/call": ((_OLDEST, call_tool),),
     "tasks/get": ((_TASKS_2025, legacy.get_task), (_2026, tasks.get)),

@@ -1,4 +1,5 @@
-"""``server/discover``: versions, capabilities (tools and the Tasks extension), server info."""
+"""``server/discover``: versions, capabilities (tools, logging and the Tasks extension), server
+info."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ from mcpq.shared.wire import Discovery
 async def discover(services: Services, rpc: RpcRequest) -> Discovery:
     return Discovery(
         supported_versions=list(SUPPORTED_VERSIONS),
-        capabilities={"tools": {"listChanged": False}, "extensions": {TASKS_EXTENSION: {}}},
+        capabilities={
+            "tools": {"listChanged": False},
+            # A synchronous call's stream carries its tool's log messages when the request sets
+            # a level (``_meta["io.modelcontextprotocol/logLevel"]``); the spec wants it declared.
+            "logging": {},
+            "extensions": {TASKS_EXTENSION: {}},
+        },
         instructions=services.registry.instructions
         or (
             "Long-running tools answer with a task when the client declares the "

@@ -50,6 +50,7 @@ class AsyncTaskStore:
     answer = awaited(TaskPlans.answer)
     cancel = awaited(TaskPlans.cancel)
     get = awaited(TaskPlans.get)
+    logs = awaited(TaskPlans.logs)
     #: Redis's time (``mcpq.shared.store.clock``).
     now_ms = awaited(TaskPlans.now_ms)
 

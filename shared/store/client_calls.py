@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mcpq.shared.store.call_types import ScriptCall, as_dict, reply_code
+from mcpq.shared.store.call_types import PipelineCall, Queue, ScriptCall, as_dict, reply_code
 from mcpq.shared.store.keyspace import Keys
-from mcpq.shared.store.payloads import PLAIN, Payloads
-from mcpq.shared.store.records import POLL_FIELDS
+from mcpq.shared.store.payloads import PLAIN, Payloads, UnreadablePayload
+from mcpq.shared.store.records import LOG_KEEP, POLL_FIELDS
 from mcpq.shared.store.states import Reply
 
 
@@ -88,3 +89,24 @@ def cancel(
     keys += [shard.active, shard.stats]
     sealed = payloads.field(ref, "msg", message)
     return ScriptCall("cancel", keys, [owner, ref, sealed], _parse_cancelled)
+
+
+def read_logs(
+    k: Keys, ref: str, after: int, upto: int, payloads: Payloads = PLAIN
+) -> PipelineCall[list[Any]]:
+    """A synchronous call's log messages numbered ``after`` + 1 to ``upto`` that its task still
+    keeps (``records.LOG_KEEP``), opened, in order; one that does not open (sealed under a key
+    since retired) is left out: a log line is not worth failing a call's stream for."""
+    first = max(after + 1, upto - LOG_KEEP + 1)
+    key, names = k.task(ref), [f"log:{n}" for n in range(first, upto + 1)]
+
+    def parse(replies: list[Any]) -> list[Any]:
+        opened = []
+        for raw in replies[0]:
+            if raw:
+                with contextlib.suppress(UnreadablePayload):
+                    opened.append(payloads.load(raw, key, "log"))
+        return opened
+
+    commands: list[Queue] = [lambda p: p.hmget(key, names)]
+    return PipelineCall(commands, parse)

@@ -12,6 +12,10 @@ from mcpq.shared.store.states import TERMINAL, TaskStatus
 #: reads but the call's own (``args``, ``caps``, ``pre``: only a reader that asks for the call
 #: gets them), ``owner`` first (the script compares it). A test holds this list and
 #: ``from_hash`` together.
+#: How many of a synchronous call's log messages its hash keeps (``report.lua``'s ``LOG_KEEP``):
+#: fields ``log:<n>``, the last ones up to ``logs``.
+LOG_KEEP = 100
+
 POLL_FIELDS = (
     "owner",
     "status",
@@ -26,6 +30,9 @@ POLL_FIELDS = (
     "gen",
     "runs",
     "reports",
+    "prog",
+    "total",
+    "logs",
     "result",
     "error",
 )
@@ -52,6 +59,9 @@ class TaskRecord:
     gen: int = 0
     runs: int = 0
     reports: int = 0  # progress messages the tool reported so far
+    progress: float | None = None  # report_progress's numbers, as of the latest report
+    total: float | None = None
+    logs: int = 0  # log messages of a synchronous call so far (fields log:<n>)
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
 
@@ -78,6 +88,9 @@ class TaskRecord:
             gen=int(h.get("gen") or 0),
             runs=int(h.get("runs") or 0),
             reports=int(h.get("reports") or 0),
+            progress=_number(h.get("prog")),
+            total=_number(h.get("total")),
+            logs=int(h.get("logs") or 0),
             result=opened.get("result", None),
             error=opened.get("error", None),
         )
@@ -85,3 +98,7 @@ class TaskRecord:
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
+
+
+def _number(raw: str | None) -> float | None:
+    return float(raw) if raw else None

@@ -5,7 +5,7 @@ claim is fenced by the run's generation (``_prelude.lua``)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,14 +119,34 @@ def report(
     k: Keys,
     ref: str,
     gen: int,
-    message: str,
+    message: str | None,
     payloads: Payloads = PLAIN,
     count: int = 1,
     at_ms: int | None = None,
+    *,
+    progress: float | None = None,
+    total: float | None = None,
+    logs: Sequence[Any] = (),
+    first_log: int = 1,
 ) -> ScriptCall[Reply]:
-    sealed = payloads.field(ref, "msg", message)
+    """``message`` None (``count`` then 0): no status, only ``logs`` (each a JSON value,
+    sealed as the task's field ``log``; numbered from ``first_log``)."""
+    if message is None:
+        sealed, count = "", 0
+    else:
+        sealed = payloads.field(ref, "msg", message)
     at = "" if at_ms is None else at_ms
-    return ScriptCall("report", [k.task(ref)], [gen, sealed, count, at], reply_code)
+    numbers = [_number(progress), _number(total)]
+    entries = [payloads.field(ref, "log", entry) for entry in logs]
+    args: list[Arg] = [gen, sealed, count, at, *numbers, first_log, *entries]
+    return ScriptCall("report", [k.task(ref)], args, reply_code)
+
+
+def _number(value: float | None) -> str:
+    """A progress number for ARGV: ``repr`` round-trips a float exactly; '' for none."""
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def _parse_poll(k: Keys, ref: str, payloads: Payloads) -> Callable[[list[Any]], InputPoll]:

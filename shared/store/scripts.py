@@ -35,6 +35,7 @@ NAMES = (
     "read",
     "watch",
     "reseal",
+    "set_level",
 )
 
 

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcpq.shared import jsonutil
-from mcpq.shared.store.call_types import PipelineCall, Queue
+from mcpq.shared.store.call_types import PipelineCall, Queue, ScriptCall
 from mcpq.shared.store.keyspace import Keys
 from mcpq.shared.store.payloads import PLAIN, Payloads
 
 if TYPE_CHECKING:
+    # (Not at run time: the records of this package load no redis-py: ``mcpq.shared.wire``.)
     from mcpq.shared.store.async_driver import AsyncDriver
+    from mcpq.shared.store.plans import ScriptPlans
 
 
 @dataclass(frozen=True)
@@ -32,11 +34,15 @@ class Session:
     caps: dict[str, Any]
     principal: str
     scope: str  # the tasks/list scope of its tasks
+    #: What ``logging/setLevel`` set: the least severe ``notifications/message`` its calls'
+    #: streams carry ('' until then: every level).
+    log_level: str = ""
 
     @classmethod
     def from_hash(cls, sref: str, h: dict[str, str], key: str, payloads: Payloads) -> Session:
         caps = payloads.load(h["caps"], key, "caps")
-        return cls(sref, h["version"], caps, h["principal"], h["scope"])
+        level = h.get("log_level", "")
+        return cls(sref, h["version"], caps, h["principal"], h["scope"], level)
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,11 @@ def touch_session(
         return Session.from_hash(sref, replies[0], keys[0], payloads) if replies[0] else None
 
     return PipelineCall(commands, parse)
+
+
+def set_log_level(k: Keys, sref: str, level: str) -> ScriptCall[bool]:
+    """``logging/setLevel``: False when the session is gone."""
+    return ScriptCall("set_level", [k.session(sref)], [level], lambda reply: int(reply) == 1)
 
 
 def end_session(k: Keys, sref: str) -> PipelineCall[bool]:
@@ -138,8 +149,11 @@ class SessionStore:
     """2025-era sessions and the two maps hanging off each (its server→client requests in
     flight, its synchronous calls in flight): one pipeline per call."""
 
-    def __init__(self, io: AsyncDriver, keys: Keys, payloads: Payloads = PLAIN) -> None:
+    def __init__(
+        self, io: AsyncDriver, keys: Keys, scripts: ScriptPlans, payloads: Payloads = PLAIN
+    ) -> None:
         self._io, self._keys, self._payloads = io, keys, payloads
+        self._scripts = scripts  # how its one script runs (the task store's: reload, clock)
 
     async def open(self, session: Session, ttl_ms: int) -> None:
         await self._io.pipeline(open_session(self._keys, session, ttl_ms, self._payloads))
@@ -151,6 +165,9 @@ class SessionStore:
     async def end(self, sref: str) -> bool:
         """Whether there was such a session (it is gone now, and its maps with it)."""
         return await self._io.pipeline(end_session(self._keys, sref))
+
+    async def set_log_level(self, sref: str, level: str) -> bool:
+        return await self._io.drive(self._scripts.run(set_log_level(self._keys, sref, level)))
 
     async def put_outgoing(self, sref: str, out_id: str, target: Outgoing, ttl_ms: int) -> None:
         await self._io.pipeline(put_outgoing(self._keys, sref, out_id, target, ttl_ms))

@@ -181,11 +181,35 @@ class TaskStore:
         return self.run_many(renewals)
 
     def report(
-        self, ref: str, gen: int, message: str, count: int = 1, at_ms: int | None = None
+        self,
+        ref: str,
+        gen: int,
+        message: str | None,
+        count: int = 1,
+        at_ms: int | None = None,
+        *,
+        progress: float | None = None,
+        total: float | None = None,
+        logs: Sequence[Any] = (),
+        first_log: int = 1,
     ) -> Reply:
         """``count``: how many reports this one stands for (the latest of several); ``at_ms``:
-        when the tool made it (Redis's clock; default now)."""
-        call = run_calls.report(self._keys, ref, gen, message, self._payloads, count, at_ms)
+        when the tool made it (Redis's clock; default now); ``progress``/``total``:
+        ``report_progress``'s numbers; ``logs``: the run's log messages numbered from
+        ``first_log`` (kept only for a synchronous call); ``message`` None: only those."""
+        call = run_calls.report(
+            self._keys,
+            ref,
+            gen,
+            message,
+            self._payloads,
+            count,
+            at_ms,
+            progress=progress,
+            total=total,
+            logs=logs,
+            first_log=first_log,
+        )
         return self.run(call)
 
     def request_input(self, ref: str, gen: int, requests: dict[str, Any]) -> InputPoll:
@@ -288,6 +312,8 @@ class TaskStore:
         return [due for part in self.run_many(sweeps) for due in part]
 
     mark_enqueued = blocking(TaskPlans.mark_enqueued)
+    #: A synchronous call's log messages (the web's streams read them; tests too).
+    logs = blocking(TaskPlans.logs)
 
     @contextmanager
     def lock(self, name: str, ttl_ms: int) -> Iterator[bool]:

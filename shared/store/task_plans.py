@@ -154,6 +154,14 @@ class TaskPlans(ScriptPlans):
         call = client_calls.cancel(self.keys, ref, owner, message, self.payloads)
         return (yield from self.run(call))
 
+    def logs(self, ref: str, after: int, upto: int) -> Plan[list[Any]]:
+        """A synchronous call's log messages after number ``after`` up to ``upto`` (its
+        record's ``logs``): those its task still keeps, opened, in order."""
+        if upto <= after:
+            return []
+        opened: list[Any] = yield client_calls.read_logs(self.keys, ref, after, upto, self.payloads)
+        return opened
+
     def get(
         self, ref: str, owner: str, *, watching: bool = False, call: bool = False
     ) -> Plan[tuple[TaskRecord, dict[str, Any]]]:

@@ -40,7 +40,7 @@ def web_store(tasks: AsyncTaskStore) -> WebStore:
     io, keys, payloads = tasks.io, tasks.plans.keys, tasks.plans.payloads
     return WebStore(
         tasks=tasks,
-        sessions=SessionStore(io, keys, payloads),
+        sessions=SessionStore(io, keys, tasks.plans, payloads),
         listing=TaskListing(io, keys, payloads),
         api_keys=ApiKeyLookup(io, keys),
         stats=DeploymentStats(io, keys),

@@ -204,6 +204,7 @@ class TaskFactory:
         sync: bool = False,
         unclaimed_ms: int | None = None,
         arguments: dict[str, Any] | None = None,
+        caps: dict[str, Any] | None = None,
     ) -> str:
         ref = task_ref(f"task-{uuid.uuid4()}")
         spec = NewTask(
@@ -212,7 +213,7 @@ class TaskFactory:
             queue=self.queue,
             owner=self.owner,
             arguments={"text": "hello"} if arguments is None else arguments,
-            caps={"elicitation": {}},
+            caps={"elicitation": {}} if caps is None else caps,
             ttl_ms=ttl_ms,
             poll_ms=500,
             sync=sync,

@@ -38,7 +38,7 @@ class SlowStore:
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
-    def report(self, ref: str, gen: int, message: str, *rest: Any) -> Reply:
+    def report(self, ref: str, gen: int, message: str, *rest: Any, **numbers: Any) -> Reply:
         self.reports.append(message)
         return Reply.OK
 

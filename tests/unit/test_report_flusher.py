@@ -20,7 +20,7 @@ def test_reports_made_close_together_fall_due_together_and_are_all_written(
 
     def pending(name: str, written: list[str] = elsewhere) -> PendingReport:
         report = PendingReport(
-            lambda message, count, at: written.append(message) or Reply.OK, lambda reply: None
+            lambda report: written.append(report.message) or Reply.OK, lambda reply: None
         )
         report.set(name, 0)
         return report

@@ -32,7 +32,7 @@ class HealthyStore:
     def run_state(self, ref: str) -> tuple[TaskStatus, int]:
         return TaskStatus.WORKING, 1
 
-    def report(self, ref: str, gen: int, message: str) -> Reply:
+    def report(self, ref: str, gen: int, message: str, **numbers: Any) -> Reply:
         return Reply.OK
 
     def begin_step(self, ref: str, gen: int, name: str, lease_ms: int) -> StepStart:

@@ -3,7 +3,8 @@
 //
 //   node sdk_scenarios.mjs <url> <scenario> [json-args]
 //
-// Scenarios: initialize | call | abort | tasks (see the functions below for their json-args).
+// Scenarios: initialize | call | abort | tasks | idiom | idiomTask (see the functions below for
+// their json-args).
 // The exit code is 0 whenever a report was printed, even when the server misbehaved (that is an
 // observation: `ok` is false and `error` says why); 2 means the script itself was misused or
 // crashed. tests/clients/node_clients.py copies this file next to the installed node_modules,
@@ -576,6 +577,78 @@ const SCENARIOS = {
   abort: scenarioAbort,
   tasks: scenarioTasks,
 };
+
+/**
+ * A synchronous tools/call of a tool written in the FastMCP/SDK idiom (tests/support/idiom_tools.py):
+ * the SDK's elicitation handler (openClient, `elicit`) answers its typed question, its numeric
+ * progress arrives through `onprogress` and its log messages through a handler registered for
+ * LoggingMessageNotificationSchema. Each log message records the HTTP exchange whose SSE stream
+ * carried it (the call's own, or another). args: {tool, arguments?, elicit, timeoutMs?, setLevel?}
+ * (`setLevel`: send logging/setLevel first).
+ */
+async function scenarioIdiom({ client }, args) {
+  const { LoggingMessageNotificationSchema } = await import('@modelcontextprotocol/sdk/types.js');
+  report.logs = [];
+  client.setNotificationHandler(LoggingMessageNotificationSchema, notification => {
+    const { level, logger, data } = notification.params;
+    report.logs.push({
+      t: since(),
+      level,
+      logger: logger ?? null,
+      data: data ?? null,
+      via: streamCarrying('notifications/message'),
+    });
+  });
+  if (args.setLevel) {
+    report.phase = 'logging/setLevel';
+    await client.setLoggingLevel(args.setLevel);
+  }
+  report.phase = 'tools/call';
+  const started = Date.now();
+  const result = await client.callTool(
+    { name: args.tool, arguments: args.arguments ?? {} },
+    CallToolResultSchema,
+    callOptions({ ...args, progress: true })
+  );
+  report.callMs = Date.now() - started;
+  recordResult(result);
+  report.callStream = report.http.find(e => (e.sent ?? '').startsWith('tools/call')) ?? null;
+}
+
+SCENARIOS.idiom = scenarioIdiom;
+
+/**
+ * The same tool run as a task (client.experimental.tasks.callToolStream, after tools/list so the
+ * SDK knows it as a task tool): its question comes while the SDK waits in tasks/result, and the
+ * handler answers it. Log messages are recorded as in `idiom` (a task should get none).
+ * args: {tool, arguments?, elicit, timeoutMs?}
+ */
+async function scenarioIdiomTask({ client }, args) {
+  const { LoggingMessageNotificationSchema } = await import('@modelcontextprotocol/sdk/types.js');
+  report.logs = [];
+  client.setNotificationHandler(LoggingMessageNotificationSchema, notification => {
+    const { level, logger, data } = notification.params;
+    report.logs.push({ t: since(), level, logger: logger ?? null, data: data ?? null, via: streamCarrying('notifications/message') });
+  });
+  report.phase = 'tools/list';
+  await client.listTools();
+  report.isToolTask = client.isToolTask(args.tool);
+  report.phase = 'callToolStream';
+  const out = await runStream(
+    client,
+    { name: args.tool, arguments: args.arguments ?? {} },
+    callOptions({ ...args, progress: true })
+  );
+  report.messages = out.messages;
+  report.taskId = out.taskId;
+  const last = out.messages[out.messages.length - 1];
+  if (last?.result) recordResult(last.result);
+  report.taskStreams = report.http
+    .filter(e => /^tasks\/(result|get)/.test(e.sent ?? '') && e.events)
+    .map(e => ({ sent: e.sent, events: e.events.map(x => x.msg) }));
+}
+
+SCENARIOS.idiomTask = scenarioIdiomTask;
 
 // ---------------------------------------------------------------------------------------------
 async function main() {
