@@ -1,18 +1,26 @@
-"""The context an ``async def`` tool gets: the run's :class:`RunContext`, with its waits
-awaitable and run off the tool's event loop.
+"""The context an ``async def`` tool gets: the run's :class:`RunContext`, its waits awaited on
+the tool's event loop.
 
 ``await ctx.elicit(...)``, ``await ctx.sleep(...)``, ``await ctx.ask(...)``, ``await
-ctx.sample(...)`` and ``await ctx.step(name, async_fn)`` run the blocking call on a thread of
-the run's own, so the tool's other coroutines go on while it waits (a heartbeat of its own, an
-HTTP call). The calls of one run take that one thread in the order they were made: the context
-is not made for two calls at once, and the replay contract numbers questions by their order,
-which a pool of threads would shuffle. ``report``, ``cancelled``, ``prelude`` and ``step_key``
-answer at once, on the tool's thread (``report`` only records the message; awaiting what it
-returns is harmless).
+ctx.sample(...)`` and ``await ctx.step(name, async_fn)`` suspend only the coroutine that awaits:
+the tool's other coroutines go on (``asyncio.gather`` of an HTTP call and a question). Each
+runs the same wait as a sync tool's (:meth:`RunContext.ask_plan`...), driven here: its round
+trips to Redis (a millisecond each) on a small pool the worker process shares
+(:data:`ROUND_TRIPS`), its waits for an answer or a cancel awaited on the loop, woken by the
+run's watch (:attr:`Watch.on_notify`). No thread is held while a run waits: the API is made for
+one event loop per worker process holding thousands of waiting runs.
 
-Cancellation: the lease keeper interrupts the run's context (a wait ends at once, raising) and
-cancels the tool's asyncio task (``mcpq.workers.execution``), so the ``await`` raises
-``CancelledError`` in the tool whichever comes first.
+Order: the calls of one run take its turn (an ``asyncio.Lock``, first come first served) in the
+order they were made: the replay contract numbers questions by their order, and two questions
+asked at once in a ``gather`` are asked one after the other, in the order the tool made them.
+A step's ``fn`` runs outside the turn (it may use the context itself). ``report``,
+``report_progress``, the log calls, ``cancelled``, ``prelude`` and ``step_key`` answer at once,
+on the tool's thread (they only record; awaiting what they return is harmless).
+
+Cancellation: the lease keeper interrupts the run's context (its watch wakes the waiting
+coroutine, whose next look raises) and cancels the tool's asyncio task
+(``mcpq.workers.execution``), so the ``await`` raises ``CancelledError`` in the tool whichever
+comes first.
 
 Typing: ``ToolContext`` declares what a call returns as awaitable values (``Answer``, ``Done``),
 so one annotation type-checks in sync and async tools. Here the calls return coroutines that
@@ -22,21 +30,35 @@ produce those values: the one place that is cast (:func:`_awaited`).
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
 import inspect
+import os
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ParamSpec, TypeVar, cast, overload
+from typing import Any, TypeVar, cast, overload
 
 from mcpq.shared.elicitation import Elicited
-from mcpq.shared.tool_context import Answer, Answers, Done, InputRequest, LogLevel
-from mcpq.workers.context import RunContext
+from mcpq.shared.tool_context import Answer, Answers, Done, InputRequest, LogLevel, sampling
+from mcpq.workers.context import Question, RunContext, WaitPlan
 
-P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
 M = TypeVar("M")
+
+#: Threads for the round trips of every async run of a process (short: a script each; the first
+#: wait of a run also confirms its subscription). Never a wait for an answer: those are awaited.
+ROUND_TRIP_THREADS = 8
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def round_trips() -> ThreadPoolExecutor:
+    """This process's pool, made at its first use. A pool process forked from a parent that had
+    one makes its own: the parent's threads do not exist in the child."""
+    global _pool
+    if _pool is None or _pool[0] != os.getpid():
+        _pool = (os.getpid(), ThreadPoolExecutor(ROUND_TRIP_THREADS, "mcpq-ctx"))
+    return _pool[1]
 
 
 def _awaited(coroutine: Coroutine[Any, Any, Any], kind: type[R]) -> R:
@@ -45,24 +67,82 @@ def _awaited(coroutine: Coroutine[Any, Any, Any], kind: type[R]) -> R:
     return cast(R, coroutine)
 
 
+def _advance(plan: WaitPlan[T]) -> tuple[bool, Any]:
+    """One stretch of ``plan``'s round trips: (False, seconds to wait) or (True, its value).
+    (A ``StopIteration`` cannot cross a future: it is turned into a value here.)"""
+    try:
+        return False, next(plan)
+    except StopIteration as done:
+        return True, done.value
+
+
 class AsyncRunContext:
     """A :class:`mcpq.shared.tools.ToolContext` for an async tool (see the module's doc)."""
 
     def __init__(self, ctx: RunContext) -> None:
         self._ctx = ctx
-        self._thread: ThreadPoolExecutor | None = None  # started at the first wait
-
-    async def _off_loop(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        if self._thread is None:
-            self._thread = ThreadPoolExecutor(1, thread_name_prefix="mcpq-ctx")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._thread, functools.partial(call, *args, **kwargs))
+        self._turn: asyncio.Lock | None = None  # made on the tool's loop, at its first call
+        self._changed: asyncio.Event | None = None
 
     def close(self) -> None:
-        """The run is over: once its last call has returned (a cancel or a takeover interrupts
-        a wait at once), the thread ends."""
-        if self._thread is not None:
-            self._thread.shutdown(wait=True, cancel_futures=True)
+        """The run is over: its watch no longer wakes this loop."""
+        self._ctx.watch.on_notify = None
+
+    # -- driving a wait on the loop ----------------------------------------------------------------
+    def _started(self) -> asyncio.Lock:
+        if self._turn is None:
+            loop = asyncio.get_running_loop()
+            self._turn, self._changed = asyncio.Lock(), asyncio.Event()
+            changed = self._changed
+
+            def wake() -> None:  # on the notifying thread (the pub/sub listener, the keeper)
+                with contextlib.suppress(RuntimeError):  # the loop closed: the run is over
+                    loop.call_soon_threadsafe(changed.set)
+
+            self._ctx.watch.on_notify = wake
+        return self._turn
+
+    async def _round_trips(self, call: Callable[[], R]) -> R:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(round_trips(), call)
+
+    async def _drive(self, plan: WaitPlan[T]) -> T:
+        """``RunContext.drive`` on the loop: round trips on the shared pool, waits awaited."""
+        done, value = await self._round_trips(lambda: _advance(plan))
+        while not done:
+            await self._wait(float(value))
+            done, value = await self._round_trips(lambda: _advance(plan))
+        return cast(T, value)
+
+    async def _wait(self, seconds: float) -> None:
+        """Until the run's watch is notified (an answer, a cancel, an interrupt) or ``seconds``
+        pass; the plan looks at the task again either way (as ``Watch.wait``)."""
+        changed, watch = self._changed, self._ctx.watch
+        assert changed is not None
+        if seconds > 0 and not watch.changed.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), seconds)
+        changed.clear()
+        watch.changed.clear()
+
+    async def _in_turn(self, make: Callable[[], WaitPlan[T]]) -> T:
+        """A wait of this run, in its turn; ``make`` builds the plan once the turn is ours (a
+        question's number is taken then)."""
+        async with self._started():
+            with self._ctx.inside():
+                return await self._drive(make())
+
+    async def _ask(self, question: Callable[[], Question]) -> Any:
+        """One question (built in the run's turn: a URL question's id takes its number)."""
+        results: list[Callable[[dict[str, Any]], Any]] = []
+
+        def plan() -> WaitPlan[Answers]:
+            request, result = question()
+            results.append(result)
+            return self._ctx.ask_plan((request,))
+
+        answers = await self._in_turn(plan)
+        return results[0](answers[0])
 
     # -- answered at once ------------------------------------------------------------------------
     @property
@@ -107,13 +187,13 @@ class AsyncRunContext:
     async def _sleep(self, seconds: float) -> None:
         if seconds <= 0:
             # A yield point with no round trip, as in a sync tool; and one for the loop too.
-            self._ctx.sleep(0)
+            self._ctx.yield_point()
             await asyncio.sleep(0)
             return
-        await self._off_loop(self._ctx.sleep, seconds)
+        await self._in_turn(lambda: self._ctx.sleep_plan(seconds))
 
     def ask(self, *requests: InputRequest) -> Answers:
-        return _awaited(self._off_loop(self._ctx.ask, *requests), Answers)
+        return _awaited(self._in_turn(lambda: self._ctx.ask_plan(requests)), Answers)
 
     @overload
     def elicit(self, message: str, schema: dict[str, Any]) -> Answer: ...
@@ -122,20 +202,20 @@ class AsyncRunContext:
     @overload
     def elicit(self, message: str, *, response_type: type[M]) -> Elicited[M]: ...
     def elicit(self, message: str, schema: Any = None, *, response_type: Any = None) -> Any:
-        ctx: Any = self._ctx  # the overloads are the caller's; the call passes them on as given
-        call = self._off_loop(ctx.elicit, message, schema, response_type=response_type)
+        # Built now, not in the turn: a model that cannot be a form is refused at the call.
+        question = self._ctx.elicit_question(message, schema, response_type)
         typed = response_type is not None or not isinstance(schema, dict)
-        return _awaited(call, Elicited if typed else Answer)
+        return _awaited(self._ask(lambda: question), Elicited if typed else Answer)
 
     def elicit_url(
         self, message: str, url: str, elicitation_id: str | None = None
     ) -> Elicited[None]:
-        call = self._off_loop(self._ctx.elicit_url, message, url, elicitation_id)
+        call = self._ask(lambda: self._ctx.url_question(message, url, elicitation_id))
         return _awaited(call, Elicited)
 
     def sample(self, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> Answer:
-        call = self._off_loop(self._ctx.sample, messages, max_tokens, **params)
-        return _awaited(call, Answer)
+        request = sampling(messages, max_tokens, **params)
+        return _awaited(self._ask(lambda: (request, Answer)), Answer)
 
     @overload
     def step(self, name: str, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]: ...
@@ -149,13 +229,18 @@ class AsyncRunContext:
         return self._ctx.step(name, fn)
 
     async def _step(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
-        while True:
-            start, fresh_until = await self._off_loop(self._ctx.begin_step, name)
-            # The proof that this run may call fn holds only so long (RunContext._begin_step):
-            # a loop slow to resume this coroutine seeks it again rather than use it late.
-            if start.found or time.monotonic() < fresh_until:
-                break
+        # The memo, or the proof that this run may call fn, in the run's turn; fn outside it
+        # (it may use the context); its value stored in the turn again.
+        async with self._started():
+            while True:
+                start, fresh_until = await self._round_trips(lambda: self._ctx.begin_step(name))
+                # The proof that this run may call fn holds only so long
+                # (RunContext._begin_step): a loop slow to resume this coroutine seeks it again
+                # rather than use it late.
+                if start.found or time.monotonic() < fresh_until:
+                    break
         if start.found:
             return start.value
         result = await fn()  # the tool's own code, on its own loop
-        return await self._off_loop(self._ctx.end_step, name, result)
+        async with self._started():
+            return await self._round_trips(lambda: self._ctx.end_step(name, result))

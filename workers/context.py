@@ -13,8 +13,8 @@ import inspect
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Generator, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar, overload
 
 from mcpq.shared.bounds import LimitExceeded, check_bytes, shorten
@@ -42,6 +42,11 @@ from mcpq.workers.reports import PendingReport, Report, ReportFlusher
 
 T = TypeVar("T")
 M = TypeVar("M")
+#: A wait written once for both kinds of tool: yields how long to wait for a change, returns
+#: the value (``RunContext.drive``; ``mcpq.workers.async_context``).
+WaitPlan = Generator[float, None, T]
+#: An input request, and what the client's answer to it becomes for the tool.
+Question = tuple[InputRequest, Callable[[dict[str, Any]], Any]]
 #: How long a step's value is retried through a store outage before the run gives up on it.
 SAVE_PATIENCE_S = 60.0
 _STOPPED = {TaskStatus.CANCELLED, None}  # None: the task is gone (expired)
@@ -105,6 +110,15 @@ class RunContext:
         # An async tool's context calls run on a thread of their own while the tool's thread
         # may call report or cancelled (mcpq.workers.async_context): the count stays exact.
         self._depth_lock = threading.Lock()
+
+    @property
+    def watch(self) -> Watch:
+        """How the run learns that an answer or a cancel came (``AsyncRunContext`` hooks it)."""
+        return self._watch
+
+    def inside(self) -> AbstractContextManager[None]:
+        """A context call is under way (see :meth:`busy_for`)."""
+        return self._inside()
 
     # -- progress, as the heartbeat sees it ------------------------------------------------------
     def busy_for(self) -> float:
@@ -237,26 +251,49 @@ class RunContext:
     def sleep(self, seconds: float) -> Done:
         with self._inside():
             if seconds <= 0:
-                # A yield point, without a round trip: a cancel this worker knows of stops the
-                # tool here. The lease keeper learns of one within its renewal interval (at
-                # most 0.5 s) and interrupts the run (``interrupt``), so a tool that only ever
-                # calls sleep(0) still stops within the second the issue allows.
-                if self.cancel_seen.is_set():
-                    raise_for(self._stopped_by)
+                self.yield_point()
                 return DONE
-            deadline = time.monotonic() + seconds
-            self._ready()  # a wait: subscribed before the state is read
-            self._check()
-            while (left := deadline - time.monotonic()) > 0:
-                self._wait(min(left, self._hold_s))
-                self._check()
+            self.drive(self.sleep_plan(seconds))
         return DONE
+
+    def yield_point(self) -> None:
+        """``sleep(0)``: a yield point, without a round trip: a cancel this worker knows of
+        stops the tool here. The lease keeper learns of one within its renewal interval (at
+        most 0.5 s) and interrupts the run (``interrupt``), so a tool that only ever calls
+        sleep(0) still stops within the second the issue allows."""
+        if self.cancel_seen.is_set():
+            raise_for(self._stopped_by)
 
     def ask(self, *requests: InputRequest) -> Answers:
         with self._inside():
-            return self._ask(requests)
+            return self.drive(self.ask_plan(requests))
 
-    def _ask(self, requests: tuple[InputRequest, ...]) -> Answers:
+    # -- waits as plans --------------------------------------------------------------------------
+    # NOTE: a wait is written once, as a generator that does the round trips and yields how long
+    # to wait for the task to change (an answer, a cancel) before it looks again. A sync tool's
+    # thread drives it with a blocking wait (:meth:`drive`); an async tool's event loop drives
+    # the same plan with an awaited one, its round trips on a shared pool
+    # (``mcpq.workers.async_context``): no thread is held while a run waits.
+    def drive(self, plan: WaitPlan[T]) -> T:
+        """Run ``plan`` on this thread, blocking in each wait it yields."""
+        try:
+            seconds = next(plan)
+            while True:
+                self._wait(seconds)
+                seconds = plan.send(None)
+        except StopIteration as done:
+            value: T = done.value
+            return value
+
+    def sleep_plan(self, seconds: float) -> WaitPlan[None]:
+        deadline = time.monotonic() + seconds
+        self._ready()  # a wait: subscribed before the state is read
+        self._check()
+        while (left := deadline - time.monotonic()) > 0:
+            yield min(left, self._hold_s)
+            self._check()
+
+    def ask_plan(self, requests: tuple[InputRequest, ...]) -> WaitPlan[Answers]:
         self._require_capabilities(requests)
         keys = []
         for request in requests:
@@ -273,10 +310,25 @@ class RunContext:
             if left <= 0:
                 self._park()
             else:
-                self._wait(left)
+                yield left
             poll = self._poll(outstanding)
         answers = poll.answers or {}
         return Answers(answers[key] for key in keys)
+
+    # -- questions: the request, and what its answer becomes -------------------------------------
+    def elicit_question(self, message: str, schema: Any, response_type: Any) -> Question:
+        if isinstance(schema, dict) and response_type is None:
+            return elicitation(message, schema), Answer
+        asked = form(_one_model(schema, response_type))
+        return elicitation(message, asked.schema), asked.result
+
+    def url_question(self, message: str, url: str, elicitation_id: str | None) -> Question:
+        if elicitation_id is None:
+            # Derived from the task and the question's place in the run: the same in a replay,
+            # so the client sees one elicitation however often the run is re-made.
+            seed = f"{self.ref}\x00url-{self._asked + 1}".encode()
+            elicitation_id = hashlib.sha256(seed).hexdigest()[:32]
+        return url_elicitation(message, url, elicitation_id), _url_result
 
     @overload
     def elicit(self, message: str, schema: dict[str, Any]) -> Answer: ...
@@ -285,27 +337,20 @@ class RunContext:
     @overload
     def elicit(self, message: str, *, response_type: type[M]) -> Elicited[M]: ...
     def elicit(self, message: str, schema: Any = None, *, response_type: Any = None) -> Any:
-        if isinstance(schema, dict) and response_type is None:
-            return Answer(self.ask(elicitation(message, schema))[0])
-        asked = form(_one_model(schema, response_type))
-        return asked.result(self.ask(elicitation(message, asked.schema))[0])
+        return self._answer(self.elicit_question(message, schema, response_type))
 
     def elicit_url(
         self, message: str, url: str, elicitation_id: str | None = None
     ) -> Elicited[None]:
-        if elicitation_id is None:
-            # Derived from the task and the question's place in the run: the same in a replay,
-            # so the client sees one elicitation however often the run is re-made.
-            seed = f"{self.ref}\x00url-{self._asked + 1}".encode()
-            elicitation_id = hashlib.sha256(seed).hexdigest()[:32]
-        answer = self.ask(url_elicitation(message, url, elicitation_id))[0]
-        action = answer.get("action")
-        if action not in ("accept", "decline", "cancel"):
-            raise ToolError(f"The URL elicitation's answer has no known action: {action!r}")
-        return Elicited(action, None)
+        answer: Elicited[None] = self._answer(self.url_question(message, url, elicitation_id))
+        return answer
 
     def sample(self, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> Answer:
         return Answer(self.ask(sampling(messages, max_tokens, **params))[0])
+
+    def _answer(self, question: Question) -> Any:
+        request, result = question
+        return result(self.ask(request)[0])
 
     def step_key(self, name: str) -> str:
         return step_key(self.ref, name)
@@ -403,7 +448,7 @@ class RunContext:
         over ends ``superseded``, never ``cancelled`` (the task was not)."""
         self._stopped_by = reply
         self.cancel_seen.set()
-        self._watch.changed.set()
+        self._watch.notify()
 
     def _require_capabilities(self, requests: tuple[InputRequest, ...]) -> None:
         """Never ask what the creating client cannot answer (it declared its capabilities on
@@ -434,6 +479,13 @@ class RunContext:
             raise RunParked()
         if reply is not Reply.ANSWERED:
             raise_for(reply)
+
+
+def _url_result(answer: dict[str, Any]) -> Elicited[None]:
+    action = answer.get("action")
+    if action not in ("accept", "decline", "cancel"):
+        raise ToolError(f"The URL elicitation's answer has no known action: {action!r}")
+    return Elicited(action, None)
 
 
 def _number(value: float) -> str:

@@ -24,7 +24,7 @@ import os
 import select
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -42,6 +42,16 @@ class Watch:
         self._hub, self.channel = hub, channel
         self.changed = threading.Event()
         self.subscribed = False
+        #: Called (on the notifying thread) after every :meth:`notify`: how a run that waits on
+        #: an event loop, not a thread, learns of it (``mcpq.workers.async_context``).
+        self.on_notify: Callable[[], None] | None = None
+
+    def notify(self) -> None:
+        """The task changed (an answer, a cancel), or the run was interrupted: wake the run."""
+        self.changed.set()
+        listener = self.on_notify
+        if listener is not None:
+            listener()
 
     def ready(self, timeout_s: float = 2.0) -> bool:
         """Subscribe (the first time), and wait until the subscription is confirmed: changes
@@ -182,13 +192,13 @@ class Wakeups:
                 return
             watches = list(self._watches.get(str(channel), ()))
         for watch in watches:
-            watch.changed.set()
+            watch.notify()
 
     def _wake_all(self) -> None:
         with self._lock:
             watches = [w for group in self._watches.values() for w in group]
         for watch in watches:
-            watch.changed.set()
+            watch.notify()
 
     def _reconnect(self, old: Any) -> Any:
         with contextlib.suppress(Exception):  # already broken: nothing to clean up

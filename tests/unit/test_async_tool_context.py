@@ -14,7 +14,7 @@ import pytest
 from mcpq.shared.errors import TaskCancelled
 from mcpq.shared.store import InputPoll, Reply, StepStart, TaskStatus
 from mcpq.shared.tools import Answer, Registry, ToolContext
-from mcpq.workers.async_context import AsyncRunContext
+from mcpq.workers.async_context import ROUND_TRIP_THREADS, AsyncRunContext
 from mcpq.workers.context import RunContext
 from mcpq.workers.execution import ToolCall
 from mcpq.workers.interrupts import RunSuperseded
@@ -169,3 +169,50 @@ def test_a_plain_tool_keeps_values_and_refuses_an_async_step_fn() -> None:
     with pytest.raises(TypeError, match="fn is async: await the step in an async def tool"):
         ctx.step("fetch", fetch)
     assert store.steps == {}  # nothing ran, nothing stored
+
+
+class WaitingStore(SlowStore):
+    """Nobody answers until ``answered`` is set: every question waits (no park: a long hold)."""
+
+    def __init__(self) -> None:
+        super().__init__(delay=0)
+        self.answered = False
+        self.lock = threading.Lock()
+        self.polls = 0
+
+    def request_input(self, ref: str, gen: int, requests: dict[str, Any]) -> InputPoll:
+        with self.lock:
+            self.polls += 1
+        if not self.answered:
+            return InputPoll(Reply.OK, len(requests), {})
+        return super().request_input(ref, gen, requests)
+
+
+def test_waiting_async_runs_hold_no_thread_each() -> None:
+    # What one shared event loop per worker process needs: 500 runs await their answers on one
+    # loop, and the process has no more threads than the shared pool of round trips.
+    store = WaitingStore()
+    runs = [
+        RunContext(store, f"ref-{n}", 1, {}, hold_s=60.0, watch=quiet_watch())  # type: ignore[arg-type]
+        for n in range(500)
+    ]
+    views = [AsyncRunContext(run) for run in runs]
+    before = threading.active_count()
+
+    async def everyone() -> tuple[int, list[Any]]:
+        asking = [asyncio.ensure_future(view.elicit("ok?", SCHEMA)) for view in views]
+        while store.polls < len(runs):  # every run asked, and waits
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        waiting = threading.active_count()
+        assert not any(task.done() for task in asking)
+        store.answered = True
+        for run in runs:
+            run.watch.notify()  # what the pub/sub listener does when an answer is stored
+        return waiting, await asyncio.wait_for(asyncio.gather(*asking), 30)
+
+    waiting, answers = asyncio.run(everyone())
+    assert waiting - before <= ROUND_TRIP_THREADS, (before, waiting)
+    assert answers == [{"action": "accept", "content": {"ok": True}}] * len(runs)
+    for view in views:
+        view.close()
