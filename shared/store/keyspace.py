@@ -34,7 +34,10 @@ the principal's home shard; all three are ``{mcpq}`` when N = 1):
                                    sync, gen (fencing), lease (ms), parked, runs, sends
                                    (messages sent since the last claim), lost (runs whose
                                    lease expired unfinished), result, error,
-                                   reports (``ctx.report`` count), push (a channel),
+                                   reports (``ctx.report`` count), prog and total
+                                   (``report_progress``'s numbers), logs (a synchronous
+                                   call's log messages so far) and log:<n> (message n, sealed
+                                   JSON; the last 100 kept), push (a channel),
                                    answered (1 once the answers hash exists), watch (1
                                    once a client watches it: its changes are published)
 ``<s>:t:<ref>:in``          hash   outstanding input requests: key -> request JSON
@@ -45,7 +48,8 @@ the principal's home shard; all three are ``{mcpq}`` when N = 1):
                                    see, published by the script that makes it, once the
                                    task is watched (its ``watch`` field)
 ``<p>:s:<sref>``            hash   a 2025-era session (``sref`` = hash of ``Mcp-Session-Id``):
-                                   version, caps, principal, scope, created_ms; sliding TTL
+                                   version, caps, principal, scope, created_ms, log_level
+                                   (``logging/setLevel``); sliding TTL
 ``<p>:s:<sref>:out``        hash   server→client requests in flight on the session's streams:
                                    JSON-RPC id -> {ref, key} (where the answer goes)
 ``<p>:s:<sref>:calls``      hash   the session's synchronous calls in flight: request id -> ref
