@@ -26,10 +26,10 @@ a module of ``@tool`` functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any, overload
+from collections.abc import Callable
+from typing import Any, Unpack, overload
 
-from mcpq.shared.tools import _UNSET, APP_MARK, F, Prelude, Registry, TaskMode, Tool
+from mcpq.shared.tools import APP_MARK, F, Registry, Tool, ToolOptions
 
 
 class App:
@@ -52,20 +52,8 @@ class App:
     @overload
     def tool(self, name: F, /) -> F: ...
     @overload
-    def tool(
-        self,
-        name: str | None = None,
-        *,
-        description: str | None = None,
-        task: TaskMode = "optional",
-        queue: str | None = None,
-        ttl_ms: int | Any | None = _UNSET,
-        poll_interval_ms: int | None = None,
-        ask_first: Prelude | None = None,
-        max_run_s: float | None = None,
-        scopes: Iterable[str] = (),
-    ) -> Callable[[F], F]: ...
-    def tool(self, name: Any = None, **options: Any) -> Any:
+    def tool(self, name: str | None = None, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
+    def tool(self, name: Any = None, **options: Unpack[ToolOptions]) -> Any:
         """Declare a tool of this app (see :func:`mcpq.tool` for the options)."""
         return self.registry.tool(name, **options)
 

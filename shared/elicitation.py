@@ -103,6 +103,11 @@ def _flat(model: type[Any], schema: dict[str, Any]) -> dict[str, Any]:
         if not _is_primitive(prop):
             what = f"its field {name!r} is not a string, number, boolean or enum"
             raise TypeError(_NOT_FLAT.format(model=_name(model), what=what))
+        if "default" in prop and prop["default"] is None:
+            # An optional field (``str | None = None``): MCP's primitive schemas allow only a
+            # default of their own type, and a strict client refuses ``null``; not required is
+            # what it means.
+            prop = {key: value for key, value in prop.items() if key != "default"}
         properties[name] = prop
     flat: dict[str, Any] = {"type": "object", "properties": properties}
     if schema.get("required"):

@@ -35,7 +35,7 @@ import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
 
 import pydantic
 
@@ -161,39 +161,40 @@ def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
+class ToolOptions(TypedDict, total=False):
+    """What ``@tool(...)`` and ``@app.tool(...)`` take besides the name (see :func:`tool`)."""
+
+    description: str | None
+    #: ``never``, ``optional`` or ``required``; ``True``/``False`` as FastMCP has it
+    #: (``optional``/``never``).
+    task: TaskMode | bool
+    queue: str | None
+    ttl_ms: int | None  # absent: the server's MCPQ_DEFAULT_TTL_MS; None: unlimited
+    poll_interval_ms: int | None
+    ask_first: Prelude | None
+    max_run_s: float | None
+    scopes: Iterable[str]
+
+
 # `@tool` bare, `@tool()` and `@tool(task="required")` alike (as in the MCP Python SDK): the
 # first positional argument is the function when the decorator is not called first.
 @overload
 def tool(name: F, /) -> F: ...
 @overload
-def tool(
-    name: str | None = None,
-    *,
-    description: str | None = None,
-    task: TaskMode = "optional",
-    queue: str | None = None,
-    ttl_ms: int | Any | None = _UNSET,
-    poll_interval_ms: int | None = None,
-    ask_first: Prelude | None = None,
-    max_run_s: float | None = None,
-    scopes: Iterable[str] = (),
-) -> Callable[[F], F]: ...
-def tool(
-    name: Any = None,
-    *,
-    description: str | None = None,
-    task: TaskMode = "optional",
-    queue: str | None = None,
-    ttl_ms: int | Any | None = _UNSET,
-    poll_interval_ms: int | None = None,
-    ask_first: Prelude | None = None,
-    max_run_s: float | None = None,
-    scopes: Iterable[str] = (),
-) -> Any:
+def tool(name: str | None = None, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
+def tool(name: Any = None, **options: Unpack[ToolOptions]) -> Any:
     """Declare a function an MCP tool. It is served where its module is loaded into a
     :class:`Registry` (``MCPQ_TOOLS``); declaring registers nothing by itself."""
     if name is not None and not isinstance(name, str):  # bare `@tool`: name is the function
         return tool()(name)
+    unknown = set(options) - set(ToolOptions.__annotations__)
+    if unknown:
+        raise TypeError(f"@tool got unknown option(s) {', '.join(sorted(unknown))}")
+    description = options.get("description")
+    queue, max_run_s = options.get("queue"), options.get("max_run_s")
+    ttl_ms: Any = options.get("ttl_ms", _UNSET)
+    poll_interval_ms, ask_first = options.get("poll_interval_ms"), options.get("ask_first")
+    scopes = options.get("scopes", ())
 
     def mark(fn: F) -> F:
         check_decorated(fn, name)
@@ -214,6 +215,7 @@ def tool(
                 f"{tool_name}: ttl_ms must be a positive number of milliseconds, "
                 f"or None (unlimited), not {ttl_ms!r}",
             )
+        task = _task_mode(fn, tool_name, options.get("task", "optional"))
         signature = read_signature(tool_name, fn)
         spec = Tool(
             tool_name,
@@ -233,6 +235,20 @@ def tool(
         return fn
 
     return mark
+
+
+def _task_mode(fn: Callable[..., Any], tool_name: str, task: object) -> TaskMode:
+    if task is True:  # FastMCP's task=True: the client may run it as a task
+        return "optional"
+    if task is False:
+        return "never"
+    if task == "never" or task == "optional" or task == "required":
+        return task
+    raise refuse(
+        fn,
+        f"{tool_name}: task must be 'never', 'optional' or 'required' (or True/False), "
+        f"not {task!r}",
+    )
 
 
 class ToolModuleError(Exception):
@@ -315,8 +331,8 @@ class Registry:
     @overload
     def tool(self, name: F, /) -> F: ...
     @overload
-    def tool(self, name: str | None = None, **options: Any) -> Callable[[F], F]: ...
-    def tool(self, name: Any = None, **options: Any) -> Any:
+    def tool(self, name: str | None = None, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
+    def tool(self, name: Any = None, **options: Unpack[ToolOptions]) -> Any:
         """:func:`tool`, and add the result to this registry (tests, ad hoc registries)."""
         if name is not None and not isinstance(name, str):
             return self.tool()(name)

@@ -79,7 +79,7 @@ def test_call_answers_the_form_from_the_keyboard(cli_stack: Stack) -> None:
     child.expect("Approve deploying api 1 to production")
     child.expect("accept/decline/cancel")
     child.sendline("accept")
-    child.expect(r"Deploy api 1\?")
+    child.expect(r"Approve.*Deploy it now\?")  # the form's field: its title and description
     child.sendline("y")
     child.expect("Why")
     child.sendline("")

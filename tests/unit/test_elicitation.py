@@ -43,6 +43,8 @@ def test_a_pydantic_model_is_a_flat_form() -> None:
     assert schema["required"] == ["item", "size"]
     assert schema["properties"]["size"]["enum"] == ["small", "large"]  # inlined, no $ref
     assert schema["properties"]["note"]["type"] == "string"  # str | None: its one branch
+    assert "default" not in schema["properties"]["note"], "MCP allows no null default"
+    assert schema["properties"]["count"]["default"] == 1
     assert "$defs" not in schema
 
 

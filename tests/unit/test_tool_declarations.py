@@ -4,6 +4,7 @@ its module is imported, in one line that names the fix (``mcpq.shared.tool_signa
 
 from __future__ import annotations
 
+import inspect
 import sys
 import textwrap
 import uuid
@@ -386,7 +387,11 @@ def test_a_module_that_declares_no_tool_is_a_one_line_warning(
 )
 def test_every_tool_of_the_repository_keeps_its_context(module: str) -> None:
     tools = Registry.from_modules([module]).tools.values()
-    assert tools and all(t.context == "ctx" for t in tools)
+    # Every tool that takes a `ctx` gets it as its context; one without (greet) takes none.
+    assert tools and all(
+        t.context == ("ctx" if "ctx" in inspect.signature(t.fn).parameters else None) for t in tools
+    )
+    assert any(t.context == "ctx" for t in tools)
     assert all("ctx" not in t.input_schema["properties"] for t in tools)
 
 
@@ -436,3 +441,26 @@ def test_a_wrapped_function_is_read_through_its_wrapper(write_module: Any) -> No
     priced = Registry.from_modules([name]).tools["price"]
     assert priced.context == "ctx"
     assert priced.call(object(), {"amount": "1.5"}) == "1.5"  # type: ignore[arg-type]
+
+
+def test_task_takes_fastmcp_s_booleans_and_refuses_anything_else() -> None:
+    registry = Registry()
+
+    @registry.tool(task=True)
+    def may(x: int) -> int:
+        return x
+
+    @registry.tool(task=False)
+    def never(x: int) -> int:
+        return x
+
+    assert (registry.tools["may"].mode, registry.tools["never"].mode) == ("optional", "never")
+    with pytest.raises(ToolDefinitionError) as refused:
+
+        @registry.tool(task="sometimes")  # type: ignore[call-overload]
+        def odd(x: int) -> int:
+            return x
+
+    assert str(refused.value).startswith(
+        "odd: task must be 'never', 'optional' or 'required' (or True/False), not 'sometimes'"
+    )
