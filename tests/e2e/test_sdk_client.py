@@ -14,7 +14,7 @@ The SDK has no built-in client for the Tasks extension, but it has the hooks one
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -27,6 +27,7 @@ from pydantic import ConfigDict
 
 from mcpq.ops.harness.stack import Stack
 from mcpq.shared.protocol import TASKS_EXTENSION
+from tests.support.anyio_run import run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
@@ -129,25 +130,6 @@ class TasksExtension(ClientExtension):
         if final.status != "completed" or final.result is None:
             raise RuntimeError(f"task {handle.task_id} ended {final.status}: {final.error}")
         return types.CallToolResult.model_validate(final.result)
-
-
-def run(main: Callable[[], Awaitable[None]]) -> None:
-    """``anyio.run``, re-raising a lone exception out of the task-group wrappers."""
-    try:
-        anyio.run(main)
-    except BaseExceptionGroup as group:
-        leaves = list(_leaves(group))
-        if len(leaves) == 1:
-            raise leaves[0] from None
-        raise
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            yield from _leaves(exc)
-        else:
-            yield exc
 
 
 def test_sdk_client_call_tool_resolves_a_task(stack: Stack) -> None:

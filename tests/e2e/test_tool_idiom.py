@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -44,6 +44,7 @@ from mcpq.ops.harness.mcp_client import McpClient, text_of
 from mcpq.shared.store import Keys, task_ref
 from tests.clients.node_clients import NodeInstall, installed_or_skip, run_sdk_scenario
 from tests.faults.support import TaskWatch, lines
+from tests.support.anyio_run import run
 from tests.support.procs import (
     OutputLines,
     descendant_pids,
@@ -144,25 +145,6 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
 
 
 # -- the Python SDK ------------------------------------------------------------------------------
-def run(main: Callable[[], Awaitable[None]]) -> None:
-    """``anyio.run``, re-raising a lone exception out of the task groups' wrappers."""
-    try:
-        anyio.run(main)
-    except BaseExceptionGroup as group:
-        leaves = list(_leaves(group))
-        if len(leaves) == 1:
-            raise leaves[0] from None
-        raise
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            yield from _leaves(exc)
-        else:
-            yield exc
-
-
 Logged = tuple[str, str | None, Any]
 
 
