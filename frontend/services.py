@@ -9,6 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from mcpq.frontend.auth import Authenticator
 from mcpq.frontend.http_messages import ClientGone
 from mcpq.frontend.task_service import TaskService
+from mcpq.frontend.user_code import UserCode
 from mcpq.shared.request_state import RequestStateSigner
 from mcpq.shared.settings import Settings
 from mcpq.shared.store import SessionStore
@@ -31,8 +32,11 @@ class Services:
     server_info: dict[str, str] = field(default_factory=dict)
     #: ``MCPQ_AUTH``'s authenticator; by default none (every caller is ``anonymous``).
     auth: Authenticator = field(default_factory=lambda: Authenticator(()))
+    #: Where resource reads, prompt renders and completions run (``mcpq.frontend.user_code``).
+    user_code: UserCode = field(init=False)
 
     def __post_init__(self) -> None:
+        self.user_code = UserCode(self.settings)
         if not self.server_info:
             name = self.settings.server_name
             if name == _DEFAULT_NAME and self.registry.server_name:

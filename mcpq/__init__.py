@@ -14,8 +14,11 @@ tasks client (the ``client`` extra).
 """
 
 from mcpq.shared.app import App
+from mcpq.shared.content import Audio, EmbeddedResource, Image
 from mcpq.shared.elicitation import Elicited
 from mcpq.shared.errors import ProtocolError, TaskCancelled, ToolError
+from mcpq.shared.prompts import Message, prompt
+from mcpq.shared.resources import resource
 from mcpq.shared.tools import InputRequest, ToolContext, elicitation, sampling, tool
 
 #: The context a tool receives (FastMCP's and the MCP SDK's name for it): ``ToolContext``.
@@ -23,14 +26,20 @@ Context = ToolContext
 
 __all__ = [
     "App",
+    "Audio",
     "Context",
     "Elicited",
+    "EmbeddedResource",
+    "Image",
     "InputRequest",
+    "Message",
     "ProtocolError",
     "TaskCancelled",
     "ToolContext",
     "ToolError",
     "elicitation",
+    "prompt",
+    "resource",
     "sampling",
     "tool",
 ]

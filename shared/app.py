@@ -26,14 +26,17 @@ a module of ``@tool`` functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Unpack, overload
 
+from mcpq.shared.prompts import PROMPT_MARK, Prompt, prompt
+from mcpq.shared.resources import RESOURCE_MARK, Completer, Resource, ResourceTemplate, resource
 from mcpq.shared.tools import APP_MARK, F, Registry, Tool, ToolOptions
 
 
 class App:
-    """A named server: its tools (``@app.tool``), and next its resources and prompts."""
+    """A named server: its tools (``@app.tool``), resources (``@app.resource``) and prompts
+    (``@app.prompt``)."""
 
     def __init__(self, name: str, *, instructions: str | None = None) -> None:
         if not isinstance(name, str) or not name.strip():
@@ -56,6 +59,73 @@ class App:
     def tool(self, name: Any = None, **options: Unpack[ToolOptions]) -> Any:
         """Declare a tool of this app (see :func:`mcpq.tool` for the options)."""
         return self.registry.tool(name, **options)
+
+    # -- resources and prompts (``mcpq.shared.resources``, ``mcpq.shared.prompts``) -----------
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        scopes: Iterable[str] = (),
+        complete: dict[str, Completer] | None = None,
+    ) -> Callable[[F], F]:
+        """Declare the resource (or, with ``{variables}``, the template) at ``uri``."""
+        marking = resource(
+            uri,
+            name=name,
+            title=title,
+            description=description,
+            mime_type=mime_type,
+            scopes=scopes,
+            complete=complete,
+        )
+
+        def add(fn: F) -> F:
+            marked = marking(fn)
+            self.registry.add_resource(getattr(marked, RESOURCE_MARK))
+            return marked
+
+        return add
+
+    @overload
+    def prompt(self, name: F, /) -> F: ...
+    @overload
+    def prompt(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        scopes: Iterable[str] = (),
+        complete: dict[str, Completer] | None = None,
+    ) -> Callable[[F], F]: ...
+    def prompt(self, name: Any = None, **options: Any) -> Any:
+        """Declare a prompt of this app (bare ``@app.prompt`` or with options)."""
+        if name is not None and not isinstance(name, str):
+            return self.prompt()(name)
+        marking = prompt(name, **options)
+
+        def add(fn: F) -> F:
+            marked = marking(fn)
+            self.registry.add_prompt(getattr(marked, PROMPT_MARK))
+            return marked
+
+        return add
+
+    @property
+    def resources(self) -> dict[str, Resource]:
+        return self.registry.resources
+
+    @property
+    def templates(self) -> dict[str, ResourceTemplate]:
+        return self.registry.templates
+
+    @property
+    def prompts(self) -> dict[str, Prompt]:
+        return self.registry.prompts
 
     def __repr__(self) -> str:
         return f"App({self.name!r}, tools={list(self.tools)})"

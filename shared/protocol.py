@@ -33,3 +33,13 @@ NAME_PARAM = {
     "tasks/cancel": "taskId",
 }
 """The param whose value a request's ``Mcp-Name`` header carries, by method."""
+
+
+#: What every wire declares beyond tools: resources (no subscriptions yet), prompts,
+#: completions and logging (``notifications/message`` on a synchronous call's stream).
+SERVER_FEATURES: dict[str, dict[str, bool]] = {
+    "resources": {"subscribe": False, "listChanged": False},
+    "prompts": {"listChanged": False},
+    "completions": {},
+    "logging": {},
+}

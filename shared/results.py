@@ -5,12 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from mcpq.shared import jsonutil
+from mcpq.shared.content import block, is_content
 from mcpq.shared.wire import CallToolResult
 
 
 def call_tool_result(value: Any) -> CallToolResult:
-    """``str`` → one text block; a dict with ``content`` → taken as a CallToolResult; anything
-    else JSON-able → ``structuredContent`` plus its JSON as text; ``None`` → no content."""
+    """``str`` → one text block; an ``Image``/``Audio``/``EmbeddedResource``, or a list of
+    those and strings → their content blocks; a dict with ``content`` → taken as a
+    CallToolResult; anything else JSON-able → ``structuredContent`` plus its JSON as text;
+    ``None`` → no content."""
+    if is_content(value):
+        return CallToolResult(
+            content=[block(v) for v in (value if isinstance(value, list) else [value])]
+        )
     if isinstance(value, dict) and "content" in value:
         return CallToolResult.model_validate(value)
     if value is None:

@@ -41,6 +41,14 @@ def parse_non_negative(raw: str) -> float:
     return value
 
 
+def parse_positive(raw: str) -> float:
+    """A number of seconds more than 0."""
+    value = float(raw)
+    if not value > 0:  # (NaN too)
+        raise ValueError(f"must be a number of seconds more than 0: {raw!r}")
+    return value
+
+
 def parse_shards(raw: str) -> int:
     value = int(raw)
     if not 1 <= value <= 1024:

@@ -22,6 +22,7 @@ from mcpq.shared.setting_values import (
     parse_non_negative,
     parse_optional_ttl_ms,
     parse_pool,
+    parse_positive,
     parse_positive_int,
     parse_shards,
     parse_ttl_ms,
@@ -114,6 +115,14 @@ class Settings:
     )
     sync_ttl_ms: int = field(
         default=600_000, metadata={"env": "MCPQ_SYNC_TTL_MS", "parse": parse_ttl_ms}
+    )
+    #: Resource reads, prompt renders and completions run in the web process, on their own
+    #: threads (``mcpq.frontend.user_code``): how long one may take, and how many run at once.
+    read_timeout_s: float = field(
+        default=10.0, metadata={"env": "MCPQ_READ_TIMEOUT_S", "parse": parse_positive}
+    )
+    read_threads: int = field(
+        default=8, metadata={"env": "MCPQ_READ_THREADS", "parse": parse_positive_int}
     )
     require_task_name: bool = field(
         default=False, metadata={"env": "MCPQ_REQUIRE_TASK_NAME", "parse": parse_bool}

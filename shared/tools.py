@@ -39,6 +39,8 @@ from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
 
 import pydantic
 
+from mcpq.shared.prompts import PROMPT_MARK, Prompt
+from mcpq.shared.resources import RESOURCE_MARK, Resource, ResourceTemplate
 from mcpq.shared.tool_context import (
     Answer,
     Answers,
@@ -57,6 +59,8 @@ from mcpq.shared.tool_signature import (
     refuse,
     where,
 )
+
+Served = Resource | ResourceTemplate
 
 __all__ = [
     "Answer",
@@ -267,6 +271,10 @@ class Registry:
         #: The name and instructions of the app the tools came from (``mcpq.shared.app``).
         self.server_name: str | None = None
         self.instructions: str | None = None
+        #: Resources by URI, templates by URI template, prompts by name (``mcpq.shared.app``).
+        self.resources: dict[str, Resource] = {}
+        self.templates: dict[str, ResourceTemplate] = {}
+        self.prompts: dict[str, Prompt] = {}
         for spec in tools:
             self.add(spec)
 
@@ -296,15 +304,24 @@ class Registry:
                 # A module may import another's tool: only its own definitions count here.
                 if attribute:
                     continue
+                own = getattr(value, "__module__", None) == entry
                 if getattr(value, APP_MARK, False):
                     found += registry._add_app(value)
-                elif isinstance(spec, Tool) and getattr(value, "__module__", None) == entry:
+                elif isinstance(spec, Tool) and own:
                     registry.add(spec)
+                    found += 1
+                elif own and isinstance(
+                    declared := getattr(value, RESOURCE_MARK, None), Resource | ResourceTemplate
+                ):
+                    registry.add_resource(declared)
+                    found += 1
+                elif own and isinstance(declared := getattr(value, PROMPT_MARK, None), Prompt):
+                    registry.add_prompt(declared)
                     found += 1
             if not found:
                 warning = (
-                    f"module {entry!r} declares no tool: mark its tool functions with "
-                    "@tool (a tool imported from another module counts only there)"
+                    f"module {entry!r} declares no tool, resource or prompt: mark its functions "
+                    "with @tool (a tool imported from another module counts only there)"
                 )
                 log.warning(warning)
                 registry.warnings.append(warning)
@@ -313,11 +330,57 @@ class Registry:
     def _add_app(self, app: Any) -> int:
         """An app's tools, and its name and instructions (the first app's, if there are
         several); how many tools it has."""
-        for spec in app.registry.tools.values():
+        theirs: Registry = app.registry
+        for spec in theirs.tools.values():
             self.add(spec)
+        for resource in theirs.resources.values():
+            self.add_resource(resource)
+        for template in theirs.templates.values():
+            self.add_resource(template)
+        for prompt in theirs.prompts.values():
+            self.add_prompt(prompt)
         if self.server_name is None:
             self.server_name, self.instructions = app.name, app.instructions
-        return len(app.registry.tools)
+        return (
+            len(theirs.tools) + len(theirs.resources) + len(theirs.templates) + len(theirs.prompts)
+        )
+
+    def add_resource(self, spec: Resource | ResourceTemplate) -> None:
+        """A resource by its URI, a template by its URI template: one function each."""
+        if isinstance(spec, Resource):
+            known: Resource | ResourceTemplate | None = self.resources.get(spec.uri)
+            key = spec.uri
+        else:
+            known, key = self.templates.get(spec.uri_template), spec.uri_template
+        if known is not None and known.fn is not spec.fn:
+            raise ToolDefinitionError(
+                f"two resources are at {key}: {_qualified(known.fn)} and {_qualified(spec.fn)}"
+            )
+        if isinstance(spec, Resource):
+            self.resources[key] = spec
+        else:
+            self.templates[key] = spec
+
+    def add_prompt(self, spec: Prompt) -> None:
+        known = self.prompts.get(spec.name)
+        if known is not None and known.fn is not spec.fn:
+            raise ToolDefinitionError(
+                f"two prompts are named {spec.name}: {_qualified(known.fn)} and "
+                f"{_qualified(spec.fn)}: rename one with @prompt(name=...)"
+            )
+        self.prompts[spec.name] = spec
+
+    def find_resource(self, uri: str) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:
+        """The resource at ``uri``: a static one first, else the first template it matches
+        (with its variables)."""
+        static = self.resources.get(uri)
+        if static is not None:
+            return static, {}
+        for template in self.templates.values():
+            values = template.match(uri)
+            if values is not None:
+                return template, values
+        return None
 
     def add(self, spec: Tool) -> None:
         known = self.tools.get(spec.name)

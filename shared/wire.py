@@ -130,6 +130,42 @@ class ToolsList(Result):
     cache_scope: Literal["private", "public"]
 
 
+class Listing(Result):
+    """A page of a list method (``resources/list``...): ``next_cursor`` when more follow, and on
+    2026-07-28 the caching hints (SEP-2549)."""
+
+    next_cursor: str | None = None
+    ttl_ms: int | None = None
+    cache_scope: Literal["private", "public"] | None = None
+
+
+class ResourcesList(Listing):
+    resources: list[JsonObject]
+
+
+class ResourceTemplatesList(Listing):
+    resource_templates: list[JsonObject]
+
+
+class PromptsList(Listing):
+    prompts: list[JsonObject]
+
+
+class ReadResourceResult(Result):
+    contents: list[JsonObject]
+    ttl_ms: int | None = None
+    cache_scope: Literal["private", "public"] | None = None
+
+
+class GetPromptResult(Result):
+    messages: list[JsonObject]
+    description: str | None = None
+
+
+class CompleteResult(Result):
+    completion: JsonObject
+
+
 class Discovery(Result):
     supported_versions: list[str]
     capabilities: JsonObject

@@ -17,7 +17,7 @@ from mcpq.frontend.jsonrpc import RpcRequest
 from mcpq.frontend.services import Services
 from mcpq.frontend.streams import Follow, StreamReply, follow, settle
 from mcpq.shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params
-from mcpq.shared.protocol import LEGACY_TASKS_VERSION, META_RELATED_TASK
+from mcpq.shared.protocol import LEGACY_TASKS_VERSION, META_RELATED_TASK, SERVER_FEATURES
 from mcpq.shared.store import Position, Reply, TaskRecord, TaskStatus
 from mcpq.shared.tool_context import LOG_LEVELS
 from mcpq.shared.wire import (
@@ -37,7 +37,7 @@ LIST_PAGE = 50
 
 def initialized(services: Services, version: str) -> Initialized:
     # ``logging``: a synchronous call's stream carries its tool's log messages (``ctx.info``...).
-    capabilities: dict[str, Any] = {"tools": {"listChanged": False}, "logging": {}}
+    capabilities: dict[str, Any] = {"tools": {"listChanged": False}, **SERVER_FEATURES}
     if version >= LEGACY_TASKS_VERSION:
         capabilities["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
     return Initialized(

@@ -12,7 +12,15 @@ from collections.abc import Awaitable, Callable
 from mcpq.frontend.calls import call_tool
 from mcpq.frontend.jsonrpc import RpcRequest
 from mcpq.frontend.legacy import methods as legacy
-from mcpq.frontend.methods import discover, subscriptions, tasks, tools
+from mcpq.frontend.methods import (
+    completion,
+    discover,
+    prompts,
+    resources,
+    subscriptions,
+    tasks,
+    tools,
+)
 from mcpq.frontend.services import Services
 from mcpq.frontend.streams import StreamReply
 from mcpq.shared.protocol import LEGACY_TASKS_VERSION, LEGACY_VERSIONS, PROTOCOL_VERSION
@@ -35,6 +43,12 @@ ROUTES: dict[str, tuple[tuple[str, Handler | None], ...]] = {
     "tasks/list": ((_TASKS_2025, legacy.list_tasks), (_2026, None)),
     "tasks/cancel": ((_TASKS_2025, legacy.cancel_task), (_2026, tasks.cancel)),
     "tasks/update": ((_2026, tasks.update),),
+    "resources/list": ((_OLDEST, resources.list_resources),),
+    "resources/templates/list": ((_OLDEST, resources.list_templates),),
+    "resources/read": ((_OLDEST, resources.read_resource),),
+    "prompts/list": ((_OLDEST, prompts.list_prompts),),
+    "prompts/get": ((_OLDEST, prompts.get_prompt),),
+    "completion/complete": ((_OLDEST, completion.complete),),
     "server/discover": ((_2026, discover.discover),),
     "subscriptions/listen": ((_2026, subscriptions.listen),),
 }

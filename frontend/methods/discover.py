@@ -1,11 +1,11 @@
-"""``server/discover``: versions, capabilities (tools, logging and the Tasks extension), server
-info."""
+"""``server/discover``: versions, capabilities (tools, resources, prompts, completions, logging
+and the Tasks extension), server info."""
 
 from __future__ import annotations
 
 from mcpq.frontend.jsonrpc import RpcRequest
 from mcpq.frontend.services import Services
-from mcpq.shared.protocol import SUPPORTED_VERSIONS, TASKS_EXTENSION
+from mcpq.shared.protocol import SERVER_FEATURES, SUPPORTED_VERSIONS, TASKS_EXTENSION
 from mcpq.shared.wire import Discovery
 
 
@@ -14,9 +14,10 @@ async def discover(services: Services, rpc: RpcRequest) -> Discovery:
         supported_versions=list(SUPPORTED_VERSIONS),
         capabilities={
             "tools": {"listChanged": False},
-            # A synchronous call's stream carries its tool's log messages when the request sets
-            # a level (``_meta["io.modelcontextprotocol/logLevel"]``); the spec wants it declared.
-            "logging": {},
+            # Logging: a synchronous call's stream carries its tool's log messages when the
+            # request sets a level (``_meta["io.modelcontextprotocol/logLevel"]``); the spec
+            # wants it declared.
+            **SERVER_FEATURES,
             "extensions": {TASKS_EXTENSION: {}},
         },
         instructions=services.registry.instructions

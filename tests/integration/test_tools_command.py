@@ -115,8 +115,8 @@ def test_a_module_without_tools_is_a_warning_not_a_refusal(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)) == 3
     assert done.stderr.splitlines() == [
-        "mcpq tools: warning: module 'no_tools' declares no tool: mark its tool functions with "
-        "@tool (a tool imported from another module counts only there)"
+        "mcpq tools: warning: module 'no_tools' declares no tool, resource or prompt: mark its "
+        "functions with @tool (a tool imported from another module counts only there)"
     ]
 
 

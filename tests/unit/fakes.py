@@ -113,6 +113,8 @@ def b64(text: str) -> str:
 
 _NAME_PARAM = {
     "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
     "tasks/get": "taskId",
     "tasks/update": "taskId",
     "tasks/cancel": "taskId",

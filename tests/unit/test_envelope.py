@@ -68,7 +68,7 @@ def test_unsupported_version_is_32022_with_supported_and_requested(mcp: Mcp, ver
 
 # -- step 7: method lookup -----------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "method", ["tasks/list", "tasks/result", "resources/list", "ping", "notifications/x/y"]
+    "method", ["tasks/list", "tasks/result", "roots/list", "ping", "notifications/x/y"]
 )
 def test_unknown_method_is_32601_with_404(mcp: Mcp, method: str) -> None:
     reply = mcp.post(method, {"taskId": "abc"})
@@ -82,9 +82,9 @@ def test_removed_task_methods_are_32601_without_mcp_name_or_opt_in(mcp: Mcp, met
     assert reply.code() == (404, -32601)
 
 
-def test_unserved_name_bearing_method_is_32601_once_its_headers_agree(mcp: Mcp) -> None:
+def test_a_name_bearing_method_reaches_its_handler_once_its_headers_agree(mcp: Mcp) -> None:
     reply = mcp.post("prompts/get", {"name": "p"}, Mcp_Name="p")
-    assert reply.code() == (404, -32601)
+    assert reply.code()[1] == -32602 and "unknown prompt 'p'" in reply.error["message"]
 
 
 # -- the order of the ladder ---------------------------------------------------------------------

@@ -158,7 +158,7 @@ def test_errors_of_a_session_go_out_with_http_200(mcp: Mcp) -> None:
     # 2025-era transports read a 4xx as a broken connection, not as an answer.
     reply = Session(mcp).request("tools/call", {"name": "nosuch"})
     assert reply.code() == (200, -32602)
-    assert Session(mcp).request("resources/list").code() == (200, -32601)
+    assert Session(mcp).request("roots/list").code() == (200, -32601)
 
 
 def test_task_modes_on_the_2025_11_25_wire(mcp: Mcp) -> None:

@@ -364,8 +364,8 @@ def test_a_module_that_declares_no_tool_is_a_one_line_warning(
     name, _ = write_module("VALUE = 1\n")
     registry = Registry.from_modules([name])
     line = (
-        f"module {name!r} declares no tool: mark its tool functions with @tool (a tool "
-        "imported from another module counts only there)"
+        f"module {name!r} declares no tool, resource or prompt: mark its functions with @tool "
+        "(a tool imported from another module counts only there)"
     )
     assert registry.tools == {} and registry.warnings == [line]
     assert [r.getMessage() for r in caplog.records if r.name == "mcpq.tools"] == [line]

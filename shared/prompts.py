@@ -1,0 +1,161 @@
+"""Prompts: message templates a client offers its user (``prompts/list``, ``prompts/get``),
+declared beside the tools as FastMCP and the MCP SDK do::
+
+    @app.prompt
+    def review(code: str, language: str = "python") -> str:
+        \"\"\"Review a piece of code.\"\"\"
+        return f"Review this {language} code:\\n\\n{code}"
+
+The function's parameters are the prompt's arguments (MCP sends them as strings; each is
+validated, and converted, by its parameter's type: a failure is ``-32602``); its docstring the
+description. It returns the messages: a string (one user message), an
+:class:`~mcpq.shared.content.Image` or an :class:`~mcpq.shared.content.EmbeddedResource` (a user
+message holding it), a :class:`Message`, or a list of those.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar, overload
+
+import pydantic
+
+from mcpq.shared.content import Audio, EmbeddedResource, Image, block
+from mcpq.shared.resources import Completer
+from mcpq.shared.tool_signature import check_decorated, read_signature, refuse
+
+JsonObject = dict[str, Any]
+PROMPT_MARK = "__mcpq_prompt__"
+
+
+class PromptArgumentsInvalid(ValueError):
+    """A prompt's arguments fail their types, or one it requires is missing (``-32602``)."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of a prompt: its role and its content (text, or a content helper)."""
+
+    content: str | Image | Audio | EmbeddedResource
+    role: Literal["user", "assistant"] = "user"
+
+    def dump(self) -> JsonObject:
+        return {"role": self.role, "content": block(self.content)}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    name: str
+    fn: Callable[..., Any]
+    args_model: type[pydantic.BaseModel]
+    title: str | None = None
+    description: str | None = None
+    scopes: tuple[str, ...] = ()
+    complete: dict[str, Completer] = field(default_factory=dict)
+
+    @property
+    def listed_arguments(self) -> list[JsonObject]:
+        listed = []
+        for name, info in self.args_model.model_fields.items():
+            argument: JsonObject = {"name": name, "required": info.is_required()}
+            if info.description:
+                argument["description"] = info.description
+            listed.append(argument)
+        return listed
+
+    def listing(self) -> JsonObject:
+        listing: JsonObject = {"name": self.name}
+        if self.title:
+            listing["title"] = self.title
+        if self.description:
+            listing["description"] = self.description
+        listing["arguments"] = self.listed_arguments
+        return listing
+
+    def validate(self, arguments: dict[str, str]) -> dict[str, Any]:
+        """The function's arguments, by their types; :class:`PromptArgumentsInvalid` when one
+        fails or a required one is missing."""
+        try:
+            return dict(self.args_model.model_validate(arguments).__dict__)
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
+            )
+            raise PromptArgumentsInvalid(
+                f"Invalid arguments for prompt {self.name}: {problems}"
+            ) from None
+
+
+def declare(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    scopes: Iterable[str] = (),
+    complete: dict[str, Completer] | None = None,
+) -> Prompt:
+    check_decorated(fn, name)
+    label = name or fn.__name__
+    signature = read_signature(label, fn)
+    if signature.context is not None:
+        raise refuse(fn, f"prompt {label!r}: a prompt gets no context; drop {signature.context!r}")
+    unknown = set(complete or {}) - set(signature.args_model.model_fields)
+    if unknown:
+        raise refuse(fn, f"prompt {label!r}: complete= names no argument {sorted(unknown)}")
+    doc = description or inspect.getdoc(fn)
+    return Prompt(label, fn, signature.args_model, title, doc, tuple(scopes), dict(complete or {}))
+
+
+def messages(value: Any) -> list[JsonObject]:
+    """What a prompt's function returned, as ``PromptMessage`` objects."""
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items:
+        if isinstance(item, Message):
+            out.append(item.dump())
+        elif isinstance(item, str | Image | Audio | EmbeddedResource):
+            out.append(Message(item).dump())
+        elif isinstance(item, dict) and "role" in item and "content" in item:
+            out.append({"role": item["role"], "content": block(item["content"])})
+        else:
+            raise TypeError(f"a prompt returned {type(item).__name__}, not a message")
+    return out
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@overload
+def prompt(name: F, /) -> F: ...
+@overload
+def prompt(
+    name: str | None = None,
+    *,
+    title: str | None = None,
+    description: str | None = None,
+    scopes: Iterable[str] = (),
+    complete: dict[str, Completer] | None = None,
+) -> Callable[[F], F]: ...
+def prompt(
+    name: Any = None,
+    *,
+    title: str | None = None,
+    description: str | None = None,
+    scopes: Iterable[str] = (),
+    complete: dict[str, Completer] | None = None,
+) -> Any:
+    """Declare a function a prompt (bare ``@prompt`` or with options), like ``@tool``."""
+    if name is not None and not isinstance(name, str):
+        return prompt()(name)
+
+    def mark(fn: F) -> F:
+        spec = declare(
+            fn, name=name, title=title, description=description, scopes=scopes, complete=complete
+        )
+        setattr(fn, PROMPT_MARK, spec)
+        return fn
+
+    return mark
