@@ -10,9 +10,10 @@ pool of ``MCPQ_READ_THREADS`` threads (an ``async def`` function on an event loo
 own), and the request waits at most ``MCPQ_READ_TIMEOUT_S`` (its turn included): past it, the
 client gets ``-32603`` and the web goes on serving; the thread finishes or hangs on its own
 (Python cannot stop a thread), holding one of the pool's threads, not the loop. What comes back
-is bounded by ``MCPQ_MAX_RESULT_BYTES``. An exception is a JSON-RPC error whose text is the
-user's only when they raised :class:`~mcpq.shared.errors.ToolError`; anything else is logged
-with its traceback under an error id, and the client gets the id.
+is bounded by ``MCPQ_MAX_RESULT_BYTES``. One principal holds at most half the threads (at least
+one): a client that floods reads gets 429 while others' reads go on. An exception is a JSON-RPC
+error whose text is the user's only when they raised :class:`~mcpq.shared.errors.ToolError`;
+anything else is logged with its traceback under an error id, and the client gets the id.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from mcpq.shared.bounds import LimitExceeded, check_bytes
-from mcpq.shared.errors import INTERNAL_ERROR, McpError, ToolError, new_error_id
+from mcpq.shared.errors import INTERNAL_ERROR, LIMIT_EXCEEDED, McpError, ToolError, new_error_id
 from mcpq.shared.settings import Settings
 
 log = logging.getLogger("mcpq.web")
@@ -45,10 +46,32 @@ class UserCode:
         self._pool: ThreadPoolExecutor | None = None  # made at the first call (after a fork)
         self.timeout_s = settings.read_timeout_s
         self.max_bytes = settings.max_result_bytes
+        self.per_owner = max(1, self._threads // 2)
+        self._running: dict[str, int] = {}  # owner -> calls of theirs under way (this process)
 
-    async def run(self, what: str, fn: Callable[[], Any], shape: Callable[[Any], T]) -> T:
+    async def run(
+        self, what: str, fn: Callable[[], Any], shape: Callable[[Any], T], owner: str = ""
+    ) -> T:
         """``shape(fn())``, both on a pool thread; ``what`` names it in errors and logs (never
-        its arguments: they are the client's)."""
+        its arguments: they are the client's); ``owner``: whose call it is (its share)."""
+        if self._running.get(owner, 0) >= self.per_owner:
+            raise McpError(
+                LIMIT_EXCEEDED,
+                "Too many reads at once: retry after 1000 ms",
+                {"limit": "reads", "setting": "MCPQ_READ_THREADS", "retryAfterMs": 1000},
+                headers={"Retry-After": "1"},
+            )
+        self._running[owner] = self._running.get(owner, 0) + 1
+        try:
+            return await self._run(what, fn, shape)
+        finally:
+            left = self._running[owner] - 1
+            if left:
+                self._running[owner] = left
+            else:
+                del self._running[owner]
+
+    async def _run(self, what: str, fn: Callable[[], Any], shape: Callable[[Any], T]) -> T:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="mcpq-read")
         loop = asyncio.get_running_loop()

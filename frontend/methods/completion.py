@@ -34,7 +34,7 @@ async def complete(services: Services, rpc: RpcRequest) -> CompleteResult:
     if callable(completer):
         call: Callable[[str, dict[str, str]], Iterable[str]] = completer
         values = await services.user_code.run(
-            f"completion of {name}", lambda: call(value, chosen), _strings
+            f"completion of {name}", lambda: call(value, chosen), _strings, rpc.owner
         )
     else:
         values = [v for v in _strings(completer) if v.startswith(value)]

@@ -36,7 +36,9 @@ async def get_prompt(services: Services, rpc: RpcRequest) -> GetPromptResult:
     except PromptArgumentsInvalid as exc:
         raise invalid_params(f"Invalid params: {exc}") from None
     fn = prompt.fn
-    rendered = await services.user_code.run(f"prompt {name}", lambda: fn(**arguments), messages)
+    rendered = await services.user_code.run(
+        f"prompt {name}", lambda: fn(**arguments), messages, rpc.owner
+    )
     if prompt.description:
         return GetPromptResult(messages=rendered, description=prompt.description)
     return GetPromptResult(messages=rendered)

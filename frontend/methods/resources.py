@@ -68,6 +68,6 @@ async def read_resource(services: Services, rpc: RpcRequest) -> ReadResourceResu
         call = spec.fn
     mime = spec.mime_type
     read = await services.user_code.run(
-        f"resource {spec.name}", call, lambda value: contents(uri, value, mime)
+        f"resource {spec.name}", call, lambda value: contents(uri, value, mime), rpc.owner
     )
     return ReadResourceResult(contents=read, **_hints(rpc))

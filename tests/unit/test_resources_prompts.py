@@ -104,7 +104,7 @@ def served() -> Registry:
 
 @pytest.fixture
 def library(make_mcp: Callable[..., Mcp]) -> Mcp:
-    return make_mcp(tools=served(), read_timeout_s=0.5, read_threads=2, max_result_bytes=2000)
+    return make_mcp(tools=served(), read_timeout_s=0.5, read_threads=4, max_result_bytes=2000)
 
 
 @pytest.fixture(autouse=True)
@@ -265,6 +265,34 @@ def test_a_hanging_read_is_cut_at_its_bound_while_other_requests_are_served(
     assert quick_at < 0.4, "served while the other read hung"
     assert slow.json["error"]["code"] == -32603
     assert "MCPQ_READ_TIMEOUT_S" in slow.json["error"]["message"]
+
+
+def test_one_principal_holds_at_most_half_the_read_threads(library: Mcp) -> None:
+    # 4 threads: a caller's third read at once is 429, with when to retry.
+    async def three() -> list[Any]:
+        async with falcon.testing.ASGIConductor(library.shim) as conductor:
+
+            async def post(uri: str) -> Any:
+                body = orjson.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "resources/read",
+                        "params": {"uri": uri, "_meta": meta(opt_in=False)},
+                    }
+                )
+                headers = library.headers("resources/read", {"uri": uri})
+                return await conductor.simulate_post("/mcp", body=body, headers=headers)
+
+            hanging = [asyncio.ensure_future(post("library://slow")) for _ in range(2)]
+            await asyncio.sleep(0.1)
+            third = await post("library://policy")
+            return [third, *(await asyncio.gather(*hanging))]
+
+    third, *slow = asyncio.run(three())
+    assert third.status_code == 429 and third.headers["retry-after"] == "1"
+    assert third.json["error"]["data"]["setting"] == "MCPQ_READ_THREADS"
+    assert all(s.json["error"]["code"] == -32603 for s in slow)
 
 
 def test_a_resource_with_scopes_needs_them(make_mcp: Callable[..., Mcp]) -> None:
