@@ -126,12 +126,18 @@ class McpEndpoint:
         if is_legacy(req, message):
             return await self.legacy.handle(req, message)
         try:
-            rpc = jsonrpc.validate(req, message, s.require_task_name)
+            rpc = jsonrpc.validate(req, message, s.require_task_name, self._param_headers)
         except Notification:
             return HttpReply(202, b"", None), None, None
         except RequestError as exc:
             return self._reply(exc.id, error=exc.error), None, exc.error.code
         return await self._dispatch(rpc, req)
+
+    def _param_headers(self, tool_name: str) -> dict[str, str]:
+        """The ``x-mcp-header`` arguments of a served tool (none for an unknown one: the tool
+        gate refuses it later, with its own error)."""
+        tool = self.services.registry.get(tool_name)
+        return tool.param_headers if tool is not None else {}
 
     async def _dispatch(
         self, rpc: RpcRequest, req: HttpRequest

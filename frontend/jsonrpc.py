@@ -7,6 +7,7 @@ headers (-32020) → ``_meta`` envelope (-32602) → headers vs body (-32020) �
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -139,7 +140,13 @@ def accepts_stream(req: HttpRequest) -> bool:
     return any(part.split(";")[0].strip() == "text/event-stream" for part in accept.split(","))
 
 
-def validate(req: HttpRequest, message: dict[str, Any], require_task_name: bool) -> RpcRequest:
+def validate(
+    req: HttpRequest,
+    message: dict[str, Any],
+    require_task_name: bool,
+    param_headers: Callable[[str], dict[str, str]] = lambda tool: {},
+) -> RpcRequest:
+    """``param_headers``: a tool's ``x-mcp-header`` properties by its name (SEP-2243)."""
     # A notification gets 202 before anything else is checked: it has no id to answer with.
     if "id" not in message and isinstance(message.get("method"), str):
         raise Notification()
@@ -164,6 +171,10 @@ def validate(req: HttpRequest, message: dict[str, Any], require_task_name: bool)
         raise RequestError(McpError(INVALID_PARAMS, text), rid)
     try:
         routing_headers.check(req, method, params, version, require_task_name)
+        if method == "tools/call" and isinstance(params.get("name"), str):
+            headers = param_headers(params["name"])
+            if headers:
+                routing_headers.check_params(req, params, headers)
     except McpError as exc:
         raise RequestError(exc, rid) from None
     # The version is judged after the headers agree with the body: a mismatch is -32020 even

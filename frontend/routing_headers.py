@@ -80,3 +80,40 @@ def check(
     value = decode("Mcp-Name", header_name)
     if isinstance(body_value, str) and value != body_value:
         raise _mismatch(f"Mcp-Name header does not match params.{param}")
+
+
+def check_params(req: HttpRequest, params: dict[str, Any], headers: dict[str, str]) -> None:
+    """SEP-2243 custom headers: every argument the tool's schema marks ``x-mcp-header`` (its
+    property -> header name: ``headers``) that the body gives must be mirrored, equal, in its
+    ``Mcp-Param-<name>`` header (decoded first: ``=?base64?…?=``, strictly). An intermediary may
+    route on the header, so a header that says anything else than the body is refused (400,
+    -32020) rather than acted on differently from the body. An argument absent or ``null`` in
+    the body expects no header."""
+    arguments = params.get("arguments")
+    if not isinstance(arguments, dict):
+        return  # arguments are validated later, by the tool's schema
+    for prop, header in headers.items():
+        name = f"Mcp-Param-{header}"
+        values = req.headers.get(name.lower(), [])
+        if len(values) > 1:
+            raise _mismatch(f"{name} header appears more than once")
+        value = arguments.get(prop)
+        if value is None:
+            continue
+        if not values:
+            raise _mismatch(f"Header mismatch: {name} header is required (arguments.{prop} is set)")
+        if not _same(value, decode(name, values[0])):
+            raise _mismatch(f"Header mismatch: {name} header does not match arguments.{prop}")
+
+
+def _same(value: Any, sent: str) -> bool:
+    """The body's value and the header's, compared as the spec encodes them: booleans as
+    ``true``/``false``, numbers numerically (``42`` and ``42.0`` agree), strings exactly."""
+    if isinstance(value, bool):
+        return sent == ("true" if value else "false")
+    if isinstance(value, int | float):
+        try:
+            return float(sent) == float(value)
+        except ValueError:
+            return False
+    return isinstance(value, str) and sent == value

@@ -225,3 +225,57 @@ def type_name(annotation: Any) -> str:
     if isinstance(annotation, type) and not typing.get_args(annotation):
         return annotation.__qualname__
     return re.sub(r"\b(typing|collections\.abc|builtins)\.", "", repr(annotation))
+
+
+#: RFC 9110 ``token``: what an ``x-mcp-header`` name may be (it becomes ``Mcp-Param-<name>``).
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_HEADER_TYPES = {"string", "integer", "boolean"}
+
+
+def param_headers(tool_name: str, fn: object, schema: dict[str, Any]) -> dict[str, str]:
+    """The tool's arguments that clients mirror into ``Mcp-Param-<name>`` headers (SEP-2243:
+    ``x-mcp-header`` on a property of the input schema), property -> header name; a
+    declaration the spec makes invalid (clients would drop the whole tool) is refused here."""
+    found: dict[str, str] = {}
+    seen: set[str] = set()
+    properties = schema.get("properties") or {}
+    for prop, spec in properties.items():
+        header = spec.get("x-mcp-header") if isinstance(spec, dict) else None
+        if header is None:
+            continue
+        where_ = f"tool {tool_name!r}, parameter {prop!r}: x-mcp-header {header!r}"
+        if not isinstance(header, str) or not _TOKEN.match(header):
+            raise refuse(fn, f"{where_} must be a header name (letters, digits, -)")
+        if header.lower() in seen:
+            raise refuse(fn, f"{where_} is used twice (names compare case-insensitively)")
+        kinds = {spec.get("type")} | {
+            b.get("type") for b in spec.get("anyOf", []) if isinstance(b, dict)
+        }
+        if not (kinds - {None, "null"}) or not (kinds - {None, "null"}) <= _HEADER_TYPES:
+            raise refuse(fn, f"{where_} must be on a str, int or bool parameter")
+        seen.add(header.lower())
+        found[prop] = header
+    if _nested_header(schema):
+        raise refuse(fn, f"tool {tool_name!r}: x-mcp-header only on top-level parameters")
+    return found
+
+
+def _nested_header(schema: dict[str, Any]) -> bool:
+    """An ``x-mcp-header`` anywhere but directly on a top-level property (in ``items``, a
+    nested model's ``$defs``, ``anyOf``...)."""
+
+    def anywhere(node: Any) -> bool:
+        if isinstance(node, dict):
+            return "x-mcp-header" in node or any(anywhere(v) for v in node.values())
+        return isinstance(node, list) and any(anywhere(v) for v in node)
+
+    for key, value in schema.items():
+        if key != "properties" or not isinstance(value, dict):
+            if anywhere(value):
+                return True
+            continue
+        for spec in value.values():
+            inner = spec.items() if isinstance(spec, dict) else ()
+            if any(anywhere(v) for k, v in inner if k != "x-mcp-header"):
+                return True
+    return False

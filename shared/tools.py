@@ -27,13 +27,14 @@ fix (:class:`ToolDefinitionError`); a module that does not import at all is one 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import logging
 import sysconfig
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
 
@@ -55,6 +56,7 @@ from mcpq.shared.tool_context import (
 from mcpq.shared.tool_signature import (
     ToolDefinitionError,
     check_decorated,
+    param_headers,
     read_signature,
     refuse,
     where,
@@ -110,6 +112,8 @@ class Tool:
     context: str | None = None
     """The parameter the context is passed as, by keyword (``mcpq.shared.tool_signature``);
     ``None``: the tool takes no context, and every parameter is an argument."""
+    param_headers: dict[str, str] = field(default_factory=dict)
+    """Arguments mirrored in ``Mcp-Param-<name>`` headers (SEP-2243 ``x-mcp-header``)."""
 
     @property
     def is_async(self) -> bool:
@@ -235,6 +239,9 @@ def tool(name: Any = None, **options: Unpack[ToolOptions]) -> Any:
             tuple(scopes),
             signature.context,
         )
+        headers = param_headers(tool_name, fn, spec.input_schema)
+        if headers:
+            spec = dataclasses.replace(spec, param_headers=headers)
         setattr(fn, _MARK, spec)
         return fn
 
