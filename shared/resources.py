@@ -192,6 +192,22 @@ def _pattern(template: str) -> re.Pattern[str]:
     return re.compile("".join(parts))
 
 
+class ResourceNotFound(LookupError):
+    """No resource or template of the app serves this URI."""
+
+
+def read(
+    found: tuple[Resource | ResourceTemplate, dict[str, str]] | None, uri: str
+) -> list[JsonObject]:
+    """Read a resource in this process (a tool's ``ctx.read_resource``): what ``resources/read``
+    would answer, without the web's bounds (it is the server's own code, on the tool's run)."""
+    if found is None:
+        raise ResourceNotFound(uri)
+    spec, values = found
+    arguments = spec.arguments(values) if isinstance(spec, ResourceTemplate) else {}
+    return contents(uri, spec.fn(**arguments), spec.mime_type)
+
+
 def contents(uri: str, value: Any, mime_type: str | None) -> list[JsonObject]:
     """A read's ``contents``: what the function returned, as resource contents objects."""
     items = value if isinstance(value, list) and all(_is_item(v) for v in value) else [value]

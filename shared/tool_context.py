@@ -52,6 +52,14 @@ class Answers(list[dict[str, Any]]):
         yield
 
 
+class Contents(list[dict[str, Any]]):
+    """A resource's contents (``ctx.read_resource``); awaitable like :class:`Answer`."""
+
+    def __await__(self) -> Generator[Any, None, Contents]:
+        return self
+        yield
+
+
 class Done:
     """What a context call with nothing to return gives: awaiting it does nothing more (the
     call has happened), so ``ctx.report(...)`` and ``await ctx.report(...)`` both work."""
@@ -156,6 +164,13 @@ class ToolContext(Protocol):
         (``action``); what they do there happens out of band. The client must declare
         ``elicitation.url``. ``elicitation_id`` defaults to one derived from the task and the
         question's place in the run, the same in a replay."""
+        ...
+
+    def read_resource(self, uri: str) -> Contents:
+        """Read one of this server's resources (``@app.resource``): its contents, as
+        ``resources/read`` answers them (each a dict: ``uri``, ``mimeType``, ``text`` or
+        ``blob``). It runs the resource's function in this process, in the tool's run (no
+        scopes: it is the server's own code). ``ToolError`` for a URI nothing serves."""
         ...
 
     def sample(self, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> Answer:

@@ -39,7 +39,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast, overload
 
 from mcpq.shared.elicitation import Elicited
-from mcpq.shared.tool_context import Answer, Answers, Done, InputRequest, LogLevel, sampling
+from mcpq.shared.tool_context import (
+    Answer,
+    Answers,
+    Contents,
+    Done,
+    InputRequest,
+    LogLevel,
+    sampling,
+)
 from mcpq.workers.context import Question, RunContext, WaitPlan
 
 R = TypeVar("R")
@@ -65,6 +73,10 @@ def _awaited(coroutine: Coroutine[Any, Any, Any], kind: type[R]) -> R:
     """``coroutine``, typed as the awaitable value ``ToolContext`` promises (awaiting either
     gives that value)."""
     return cast(R, coroutine)
+
+
+async def _wrapped(future: Awaitable[R]) -> R:
+    return await future
 
 
 def _advance(plan: WaitPlan[T]) -> tuple[bool, Any]:
@@ -212,6 +224,13 @@ class AsyncRunContext:
     ) -> Elicited[None]:
         call = self._ask(lambda: self._ctx.url_question(message, url, elicitation_id))
         return _awaited(call, Elicited)
+
+    def read_resource(self, uri: str) -> Contents:
+        # The resource's own code, which may block: off the loop (the default executor), never
+        # on the pool of round trips.
+        loop = asyncio.get_running_loop()
+        call = loop.run_in_executor(None, self._ctx.read_resource, uri)
+        return _awaited(_wrapped(call), Contents)
 
     def sample(self, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> Answer:
         request = sampling(messages, max_tokens, **params)

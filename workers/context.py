@@ -20,12 +20,15 @@ from typing import Any, TypeVar, overload
 from mcpq.shared.bounds import LimitExceeded, check_bytes, shorten
 from mcpq.shared.elicitation import Elicited, form
 from mcpq.shared.errors import StoreUnavailable, TaskCancelled, ToolError
+from mcpq.shared.resources import ResourceNotFound, TemplateArgumentsInvalid
+from mcpq.shared.resources import read as read_resource
 from mcpq.shared.store import InputPoll, Reply, StepStart, TaskStatus, TaskStore
 from mcpq.shared.store.wakeups import Watch
 from mcpq.shared.tool_context import (
     DONE,
     Answer,
     Answers,
+    Contents,
     Done,
     InputRequest,
     LogLevel,
@@ -81,6 +84,7 @@ class RunContext:
         lease_ms: int = 30_000,
         keep_logs: bool = False,
         tool: str = "",
+        resources: Callable[[str], Any] | None = None,
     ) -> None:
         self._store = store
         #: Reports are written late, by the process's flusher (None or no delay: at once).
@@ -89,6 +93,8 @@ class RunContext:
         #: Log messages go to the store only for a synchronous call (its stream sends them);
         #: numbered in the order this run makes them (a replay makes the same ones again).
         self._keep_logs, self._tool, self._logged = keep_logs, tool, 0
+        #: Finds a resource of the served modules by URI (``Registry.find_resource``).
+        self._resources = resources
         #: How the run learns that an answer or a cancel came while it waits
         #: (``mcpq.shared.store.wakeups``: the runs of a process share one connection).
         self._watch = watch
@@ -347,6 +353,17 @@ class RunContext:
 
     def sample(self, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> Answer:
         return Answer(self.ask(sampling(messages, max_tokens, **params))[0])
+
+    def read_resource(self, uri: str) -> Contents:
+        with self._inside():
+            self.yield_point()  # a call like any other: a cancel the worker knows of stops here
+        found = self._resources(uri) if self._resources is not None else None
+        try:
+            return Contents(read_resource(found, uri))  # the resource's code: the tool's own time
+        except ResourceNotFound:
+            raise ToolError(f"No resource at {uri[:200]}") from None
+        except TemplateArgumentsInvalid as exc:
+            raise ToolError(f"Invalid resource URI {uri[:200]}: {exc}") from None
 
     def _answer(self, question: Question) -> Any:
         request, result = question

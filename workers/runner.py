@@ -193,6 +193,7 @@ def _execute(
         lease_ms=int(s.lease_s * 1000),
         keep_logs=record.sync,  # only a synchronous call's stream sends its log messages
         tool=tool.name,
+        resources=deps.registry.find_resource,
     )
     # An async tool awaits its context's waits, which run off its loop (mcpq.workers.async_context).
     view = AsyncRunContext(ctx) if tool.is_async else None

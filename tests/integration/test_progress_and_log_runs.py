@@ -55,6 +55,22 @@ def ask_between_logs(ctx: Context) -> str:
     return str(answer.data)
 
 
+@app.resource("shop://policy")
+def policy() -> str:
+    return "refunds within 30 days"
+
+
+@app.resource("shop://orders/{number}")
+def order(number: int) -> dict[str, int]:
+    return {"order": number}
+
+
+@app.tool
+async def quote_policy(ctx: Context, uri: str) -> str:
+    contents = await ctx.read_resource(uri)
+    return str(contents[0]["text"])
+
+
 @app.tool
 def go_there(ctx: Context) -> str:
     return ctx.elicit_url("Sign in at the bank", "https://bank.example/login").action
@@ -182,3 +198,23 @@ def test_a_url_question_is_stored_with_an_id_the_same_in_every_run(  # type: ign
         del store.request_input
     assert [r[key]["params"]["elicitationId"] for r in asked] == [params["elicitationId"]]
     assert store.record(ref).result["content"][0]["text"] == "accept"
+
+
+@pytest.mark.parametrize(
+    ("uri", "text", "error"),
+    [
+        ("shop://policy", "refunds within 30 days", False),
+        ("shop://orders/7", '{"order":7}', False),
+        ("shop://orders/seven", "Invalid resource URI shop://orders/seven", True),
+        ("shop://nothing", "No resource at shop://nothing", True),
+    ],
+)
+def test_a_tool_reads_a_resource_of_its_server(  # type: ignore[no-untyped-def]
+    deps, store, tasks, uri, text, error
+) -> None:
+    tasks.tool = "quote_policy"
+    ref = tasks.new(arguments={"uri": uri})
+    assert run(deps, ref, "quote_policy") is RunOutcome.COMPLETED
+    result = store.record(ref).result
+    assert bool(result.get("isError")) is error
+    assert result["content"][0]["text"].startswith(text)
