@@ -1,8 +1,9 @@
 """Fixtures of the real-client layer: one stack shared by every client test of the session.
 
 The stack is a private redis-server, two web replicas (A and B) and one Celery worker
-(concurrency 4), with the built-in tools plus ``tests.clients.tools_clients``. Keep-alives are
-short (2 s) so the tests see them; a streamed call may last up to 120 s.
+(concurrency 4), with the built-in tools plus ``tests.clients.tools_clients`` and the resources
+and prompts of ``tests.clients.resources_fixture``. Keep-alives are short (2 s) so the tests see
+them; a streamed call may last up to 120 s.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from mcpq.ops.harness.stack import Stack
 from mcpq.shared.settings import DEFAULT_TOOLS
 from tests.support.stacks import FAST_KNOBS, LiveStack
 
-CLIENT_TOOLS = f"{DEFAULT_TOOLS},tests.clients.tools_clients"
+CLIENT_TOOLS = f"{DEFAULT_TOOLS},tests.clients.tools_clients,tests.clients.resources_fixture"
 CLIENT_KNOBS = {
     **FAST_KNOBS,
     "MCPQ_SSE_KEEPALIVE_S": "2",

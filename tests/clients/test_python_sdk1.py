@@ -8,7 +8,9 @@ error answers) and its stdout/stderr.
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 import math
 import re
 import subprocess
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 
 from mcpq.ops.harness.stack import Stack
+from tests.clients import resources_fixture as fixture
 from tests.clients.py_clients import ScenarioRun, ensure_installed, run_scenario
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(300)]
@@ -185,3 +188,154 @@ def test_task_cancel(stack: Stack, sdk_python: Path) -> None:
     assert "working" in done.observed["statuses"], done.describe()
     assert done.observed["cancel_answer"]["status"] == "cancelled", done.describe()
     assert done.observed["after_cancel"] == "cancelled", done.describe()
+
+
+# -- resources, prompts, completion, log levels (tests.clients.resources_fixture) -----------------
+def test_resources_listed_and_read_text_binary_and_templates(
+    stack: Stack, sdk_python: Path
+) -> None:
+    reads = [fixture.NOTES_URI, fixture.PIXEL_URI, fixture.BYTES_URI, "fixture://colors/tan"]
+    reads.append("fixture://orders/9/lines/1")
+    refused = ["fixture://nothing", "fixture://orders/9/lines/0", "fixture://colors/..%2Fetc"]
+    done = run(stack, "resources", {"read": reads, "refused": refused}, replica=1)
+    assert done.ok, done.describe()
+    seen = done.observed
+    assert {"resources", "prompts", "completions", "logging"} <= seen["capabilities"].keys()
+    listed = {r["uri"]: r for r in seen["resources"]}
+    assert listed[fixture.NOTES_URI] == {
+        "uri": fixture.NOTES_URI,
+        "name": "release_notes",
+        "title": "Release notes",
+        "description": "The release notes (a text resource).",
+        "mimeType": "text/markdown",
+    }, done.describe()
+    assert listed[fixture.PIXEL_URI]["mimeType"] == "image/png", done.describe()
+    templates = {t["uriTemplate"]: t for t in seen["templates"]}
+    assert templates[fixture.LINES_TEMPLATE]["name"] == "order_line", done.describe()
+    assert templates[fixture.COLORS_TEMPLATE]["mimeType"] == "application/json", done.describe()
+
+    got = seen["reads"]
+    assert got[fixture.NOTES_URI] == [
+        {
+            "kind": "TextResourceContents",
+            "uri": fixture.NOTES_URI,
+            "mimeType": "text/markdown",
+            "text": fixture.NOTES,
+        }
+    ], done.describe()
+    (png,) = got[fixture.PIXEL_URI]
+    assert png["kind"] == "BlobResourceContents" and png["mimeType"] == "image/png"
+    assert base64.b64decode(png["blob"]) == fixture.PIXEL, done.describe()
+    (raw,) = got[fixture.BYTES_URI]
+    assert raw["kind"] == "BlobResourceContents", done.describe()
+    assert base64.b64decode(raw["blob"]) == fixture.ALL_BYTES, done.describe()
+    (tan,) = got["fixture://colors/tan"]
+    assert json.loads(tan["text"]) == {"name": "tan", "hex": "#d2b48c"}, done.describe()
+    assert got["fixture://orders/9/lines/1"][0]["text"] == "order 9, line 1", done.describe()
+
+    answers = seen["refused"]
+    assert {uri: a.get("code") for uri, a in answers.items()} == dict.fromkeys(refused, -32602), (
+        done.describe()
+    )
+    assert answers["fixture://nothing"]["data"] == {"uri": "fixture://nothing"}, done.describe()
+    assert "line" in answers["fixture://orders/9/lines/0"]["message"], done.describe()
+
+
+def test_prompts_listed_got_with_arguments_and_completed(stack: Stack, sdk_python: Path) -> None:
+    review = {"type": "ref/prompt", "name": "code_review"}
+    colors = {"type": "ref/resource", "uri": fixture.COLORS_TEMPLATE}
+    args = {
+        "get": [
+            {"name": "code_review", "arguments": {"code": "print(1)"}},
+            {"name": "incident_brief", "arguments": {"service": "billing", "minutes": "2"}},
+        ],
+        "complete": [
+            {"ref": review, "argument": {"name": "language", "value": "r"}},
+            {
+                "ref": review,
+                "argument": {"name": "style", "value": ""},
+                "context": {"language": "go"},
+            },
+            {"ref": colors, "argument": {"name": "name", "value": "n"}},
+        ],
+        "refused": [{"name": "incident_brief", "arguments": {"service": "billing"}}],
+    }
+    done = run(stack, "prompts", args)
+    assert done.ok, done.describe()
+    seen = done.observed
+    prompts = {p["name"]: p for p in seen["prompts"]}
+    assert prompts["code_review"]["arguments"] == [
+        {"name": "code", "description": "The code to review", "required": True},
+        {"name": "language", "required": False},
+        {"name": "style", "required": False},
+    ], done.describe()
+    assert prompts["incident_brief"]["description"] == (
+        "A conversation about an incident, with attachments."
+    ), done.describe()
+
+    review_got, incident_got = seen["got"]
+    assert review_got["messages"] == [
+        {
+            "kind": "TextContent",
+            "role": "user",
+            "content": {
+                "type": "text",
+                "text": "Review this python code (plain style):\n\nprint(1)",
+            },
+        }
+    ], done.describe()
+    kinds = [(m["role"], m["kind"]) for m in incident_got["messages"]]
+    assert kinds == [
+        ("user", "TextContent"),
+        ("assistant", "TextContent"),
+        ("user", "EmbeddedResource"),
+        ("user", "ImageContent"),
+    ], done.describe()
+    assert incident_got["messages"][0]["content"]["text"].startswith("billing was down for 2 ")
+    assert incident_got["messages"][2]["content"]["resource"]["text"] == fixture.NOTES
+    image = incident_got["messages"][3]["content"]
+    assert base64.b64decode(image["data"]) == fixture.PIXEL, done.describe()
+
+    languages, styles, names = seen["completions"]
+    assert languages["values"] == ["rust"] and languages["hasMore"] is False, done.describe()
+    assert styles["values"] == ["gofmt"], done.describe()
+    assert names["values"] == ["navy"], done.describe()
+
+    (missing,) = seen["refused"]
+    assert missing["code"] == -32602 and "minutes" in missing["message"], done.describe()
+
+
+@pytest.mark.parametrize(
+    ("level", "expected"),
+    [
+        (
+            "warning",
+            [
+                ("warning", None, {"label": "py", "level": "warning"}),
+                ("error", "clients.fixture", "py: error"),
+            ],
+        ),
+        (
+            "debug",
+            [
+                ("debug", None, "py: debug"),
+                ("info", "clients.fixture", "py: info"),
+                ("warning", None, {"label": "py", "level": "warning"}),
+                ("error", "clients.fixture", "py: error"),
+            ],
+        ),
+    ],
+    ids=["warning", "debug"],
+)
+def test_log_level_set_and_a_tools_log_messages_on_its_call(
+    stack: Stack, sdk_python: Path, level: str, expected: list[tuple[str, str | None, Any]]
+) -> None:
+    args = {"level": level, "tool": "log_levels", "arguments": {"label": "py"}}
+    done = run(stack, "logging", args)
+    assert done.ok, done.describe()
+    assert result_text(done) == "logged 4 messages (py)", done.describe()
+    logs = done.observed["logs"]
+    assert [(e["level"], e["logger"], e["data"]) for e in logs] == expected, done.describe()
+    assert not any(e["after_result"] for e in logs), "log messages after the call's result"
+    sent = [e for e in done.data["wire"] if e.get("rpc") == "logging/setLevel"]
+    assert [e.get("status") for e in sent] == [200], done.describe()

@@ -9,7 +9,9 @@ exchanges. A failing assertion shows that report, its HTTP log and the script's 
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 
 from mcpq.ops.harness.stack import Stack
+from tests.clients import resources_fixture as fixture
 from tests.clients.node_clients import NodeInstall, ScenarioRun, installed_or_skip, run_sdk_scenario
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(240)]
@@ -207,3 +210,166 @@ def test_experimental_tasks_api(node: NodeInstall, stack: Stack) -> None:
     ), describe
     listed_statuses = {t["status"] for t in steps["list"]["tasks"] if t["taskId"] in created}
     assert listed_statuses <= TERMINAL, describe
+
+
+# -- resources, prompts, completion, log levels (tests.clients.resources_fixture) -----------------
+def blob_of(contents: dict[str, Any]) -> bytes:
+    assert "text" not in contents, contents
+    return base64.b64decode(contents["blob"])
+
+
+def test_resources_listed_and_read_text_binary_and_templates(
+    node: NodeInstall, stack: Stack
+) -> None:
+    reads = [fixture.NOTES_URI, fixture.PIXEL_URI, fixture.BYTES_URI, "fixture://colors/teal"]
+    reads.append("fixture://orders/17/lines/2")
+    refused = ["fixture://nothing", "fixture://orders/abc/lines/2", "fixture://colors/%2e%2e"]
+    ran = scenario(node, stack.url(0), "resources", read=reads, refused=refused)
+    report, describe = ran.report, ran.describe()
+    assert report["protocolVersion"] == PROTOCOL_VERSION, describe
+    assert {"resources", "prompts", "completions", "logging"} <= report["serverCapabilities"].keys()
+    listed = {r["uri"]: r for r in report["resources"]}
+    assert listed[fixture.NOTES_URI] == {
+        "uri": fixture.NOTES_URI,
+        "name": "release_notes",
+        "title": "Release notes",
+        "description": "The release notes (a text resource).",
+        "mimeType": "text/markdown",
+    }, describe
+    assert listed[fixture.PIXEL_URI]["mimeType"] == "image/png", describe
+    assert "mimeType" not in listed[fixture.BYTES_URI], describe
+    templates = {t["uriTemplate"]: t for t in report["resourceTemplates"]}
+    assert {fixture.COLORS_TEMPLATE, fixture.LINES_TEMPLATE} <= templates.keys(), describe
+    assert templates[fixture.COLORS_TEMPLATE]["name"] == "color", describe
+
+    got = report["reads"]
+    assert got[fixture.NOTES_URI] == [
+        {"uri": fixture.NOTES_URI, "mimeType": "text/markdown", "text": fixture.NOTES}
+    ], describe
+    (png,) = got[fixture.PIXEL_URI]
+    assert (png["uri"], png["mimeType"], blob_of(png)) == (
+        fixture.PIXEL_URI,
+        "image/png",
+        fixture.PIXEL,
+    ), describe
+    (raw,) = got[fixture.BYTES_URI]
+    assert raw["mimeType"] == "application/octet-stream", describe
+    assert blob_of(raw) == fixture.ALL_BYTES, describe
+    (teal,) = got["fixture://colors/teal"]
+    assert teal["mimeType"] == "application/json", describe
+    assert json.loads(teal["text"]) == {"name": "teal", "hex": "#008080"}, describe
+    (line,) = got["fixture://orders/17/lines/2"]
+    assert line["text"] == "order 17, line 2", describe
+
+    errors = {uri: answer.get("error") or {} for uri, answer in report["refused"].items()}
+    assert all(a["settled"] == "rejected" for a in report["refused"].values()), describe
+    assert {uri: e.get("code") for uri, e in errors.items()} == dict.fromkeys(refused, -32602)
+    assert errors["fixture://nothing"].get("data") == {"uri": "fixture://nothing"}, describe
+    assert "order_id" in errors["fixture://orders/abc/lines/2"]["message"], describe
+
+
+def test_prompts_listed_got_with_arguments_and_completed(node: NodeInstall, stack: Stack) -> None:
+    review = {"type": "ref/prompt", "name": "code_review"}
+    colors = {"type": "ref/resource", "uri": fixture.COLORS_TEMPLATE}
+    ran = scenario(
+        node,
+        stack.url(1),
+        "prompts",
+        get=[
+            {"name": "code_review", "arguments": {"code": "x = 1", "language": "go"}},
+            {"name": "incident_brief", "arguments": {"service": "api", "minutes": "15"}},
+        ],
+        complete=[
+            {"ref": review, "argument": {"name": "language", "value": "p"}},
+            {
+                "ref": review,
+                "argument": {"name": "style", "value": ""},
+                "context": {"arguments": {"language": "python"}},
+            },
+            {"ref": colors, "argument": {"name": "name", "value": "t"}},
+            {"ref": review, "argument": {"name": "code", "value": ""}},
+        ],
+        refused=[
+            {"name": "incident_brief", "arguments": {"service": "api", "minutes": "soon"}},
+            {"name": "code_review", "arguments": {}},
+            {"name": "no_such_prompt", "arguments": {}},
+        ],
+    )
+    report, describe = ran.report, ran.describe()
+    prompts = {p["name"]: p for p in report["prompts"]}
+    assert prompts["code_review"] == {
+        "name": "code_review",
+        "title": "Code review",
+        "description": "Asks for a review of a piece of code.",
+        "arguments": [
+            {"name": "code", "required": True, "description": "The code to review"},
+            {"name": "language", "required": False},
+            {"name": "style", "required": False},
+        ],
+    }, describe
+    assert [a["name"] for a in prompts["incident_brief"]["arguments"]] == ["service", "minutes"]
+
+    review_got, incident_got = report["got"]
+    assert review_got["description"] == "Asks for a review of a piece of code.", describe
+    assert review_got["messages"] == [
+        {
+            "role": "user",
+            "content": {"type": "text", "text": "Review this go code (plain style):\n\nx = 1"},
+        }
+    ], describe
+    shapes = [(m["role"], m["content"]["type"]) for m in incident_got["messages"]]
+    assert shapes == [
+        ("user", "text"),
+        ("assistant", "text"),
+        ("user", "resource"),
+        ("user", "image"),
+    ], describe
+    assert incident_got["messages"][1]["content"]["text"].endswith("(900 s of downtime)."), describe
+    embedded = incident_got["messages"][2]["content"]["resource"]
+    assert embedded == {
+        "uri": fixture.NOTES_URI,
+        "mimeType": "text/markdown",
+        "text": fixture.NOTES,
+    }, describe
+    image = incident_got["messages"][3]["content"]
+    assert base64.b64decode(image["data"]) == fixture.PIXEL, describe
+
+    languages, styles, names, nothing = report["completions"]
+    assert languages == {"values": ["python", "perl", "php"], "total": 3, "hasMore": False}
+    assert styles["values"] == ["pep8", "typed"], describe
+    assert names["values"] == ["tan", "teal", "tomato"], describe
+    assert nothing["values"] == [], describe
+
+    refused = report["refused"]
+    assert [r["settled"] for r in refused] == ["rejected"] * 3, describe
+    assert [r["error"].get("code") for r in refused] == [-32602] * 3, describe
+    assert "minutes" in refused[0]["error"]["message"], describe
+    assert "code" in refused[1]["error"]["message"], describe
+
+
+def test_log_level_set_and_a_tools_log_messages_on_its_call(
+    node: NodeInstall, stack: Stack
+) -> None:
+    """``logging/setLevel`` (warning), then a synchronous call of a tool that logs at four
+    levels: the warning and the error arrive, on the call's own stream, before its result."""
+    ran = scenario(
+        node,
+        stack.url(0),
+        "idiom",
+        tool="log_levels",
+        arguments={"label": "ts"},
+        setLevel="warning",
+    )
+    report, describe = ran.report, ran.describe()
+    assert report["text"] == "logged 4 messages (ts)", describe
+    logs = [[entry["level"], entry["logger"], entry["data"]] for entry in report["logs"]]
+    assert logs == [
+        ["warning", None, {"label": "ts", "level": "warning"}],
+        ["error", "clients.fixture", "ts: error"],
+    ], describe
+    assert all((entry["via"] or "").startswith("tools/call") for entry in report["logs"]), describe
+    set_level = [e for e in report["http"] if (e.get("sent") or "").startswith("logging/setLevel")]
+    assert [e["status"] for e in set_level] == [200], describe
+    events = [e["msg"] for e in report["callStream"]["events"]]
+    assert events[-1].startswith("result#"), describe
+    assert events.count("notifications/message") == 2, describe

@@ -1,5 +1,6 @@
 """Test-only tools for the real-client tests (``tests/clients``): progress, long calls, input
-during a synchronous call, and a run that records how it ended."""
+during a synchronous call, log messages at each level, and a run that records how it ended.
+(The resources and prompts the clients read are ``tests.clients.resources_fixture``'s.)"""
 
 from __future__ import annotations
 
@@ -14,6 +15,18 @@ def count_up(ctx: ToolContext, steps: int = 3, delay: float = 0.3) -> str:
         ctx.report(f"step {i} of {steps}")
         ctx.sleep(delay)
     return f"counted to {steps}"
+
+
+@tool(
+    task="optional",
+    description="Test-only: logs one message at debug, info, warning and error, then returns.",
+)
+def log_levels(ctx: ToolContext, label: str = "run") -> str:
+    ctx.debug(f"{label}: debug")
+    ctx.info(f"{label}: info", logger_name="clients.fixture")
+    ctx.warning({"label": label, "level": "warning"})
+    ctx.error(f"{label}: error", logger_name="clients.fixture")
+    return f"logged 4 messages ({label})"
 
 
 @tool(task="optional", description="Test-only: waits `seconds`, reporting every `every` seconds.")

@@ -3,8 +3,8 @@
 //
 //   node sdk_scenarios.mjs <url> <scenario> [json-args]
 //
-// Scenarios: initialize | call | abort | tasks | idiom | idiomTask (see the functions below for
-// their json-args).
+// Scenarios: initialize | call | abort | tasks | idiom | idiomTask | resources | prompts (see the
+// functions below for their json-args).
 // The exit code is 0 whenever a report was printed, even when the server misbehaved (that is an
 // observation: `ok` is false and `error` says why); 2 means the script itself was misused or
 // crashed. tests/clients/node_clients.py copies this file next to the installed node_modules,
@@ -649,6 +649,75 @@ async function scenarioIdiomTask({ client }, args) {
 }
 
 SCENARIOS.idiomTask = scenarioIdiomTask;
+
+/** What a rejected request looked like to the SDK (its McpError), or null when it succeeded. */
+async function rejection(promise) {
+  try {
+    const result = await promise;
+    return { settled: 'resolved', result };
+  } catch (error) {
+    return { settled: 'rejected', error: describeError(error) };
+  }
+}
+
+/**
+ * Resources through the SDK's own methods: client.listResources, client.listResourceTemplates,
+ * client.readResource for each of `read` (text and blob contents, as the SDK parsed them), and
+ * each of `refused` (URIs the server should refuse: the SDK's error, code and data).
+ * args: {read: [uri...], refused?: [uri...]}
+ */
+async function scenarioResources({ client }, args) {
+  report.phase = 'resources/list';
+  const listed = await client.listResources();
+  report.resources = listed.resources;
+  report.resourcesNextCursor = listed.nextCursor ?? null;
+  report.phase = 'resources/templates/list';
+  const templates = await client.listResourceTemplates();
+  report.resourceTemplates = templates.resourceTemplates;
+  report.reads = {};
+  for (const uri of args.read ?? []) {
+    report.phase = `resources/read ${uri}`;
+    const read = await client.readResource({ uri });
+    report.reads[uri] = read.contents;
+  }
+  report.refused = {};
+  for (const uri of args.refused ?? []) {
+    report.phase = `resources/read ${uri} (refused)`;
+    report.refused[uri] = await rejection(client.readResource({ uri }));
+  }
+}
+
+SCENARIOS.resources = scenarioResources;
+
+/**
+ * Prompts and completion through the SDK's own methods: client.listPrompts, client.getPrompt
+ * for each of `get` ({name, arguments}), client.complete for each of `complete` ({ref, argument,
+ * context?}), and each of `refused` ({name, arguments}: prompts/get the server should refuse).
+ * args: {get: [...], complete: [...], refused?: [...]}
+ */
+async function scenarioPrompts({ client }, args) {
+  report.phase = 'prompts/list';
+  const listed = await client.listPrompts();
+  report.prompts = listed.prompts;
+  report.got = [];
+  for (const { name, arguments: given } of args.get ?? []) {
+    report.phase = `prompts/get ${name}`;
+    report.got.push(await client.getPrompt({ name, arguments: given }));
+  }
+  report.completions = [];
+  for (const request of args.complete ?? []) {
+    report.phase = `completion/complete ${JSON.stringify(request.ref)}`;
+    const answer = await client.complete(request);
+    report.completions.push(answer.completion);
+  }
+  report.refused = [];
+  for (const { name, arguments: given } of args.refused ?? []) {
+    report.phase = `prompts/get ${name} (refused)`;
+    report.refused.push(await rejection(client.getPrompt({ name, arguments: given })));
+  }
+}
+
+SCENARIOS.prompts = scenarioPrompts;
 
 // ---------------------------------------------------------------------------------------------
 async function main() {

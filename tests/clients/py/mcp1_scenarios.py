@@ -31,6 +31,8 @@ import mcp.types as types
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import McpError
+from pydantic import AnyUrl
 from scenario_common import Report, main
 
 # session.experimental is deprecated in 1.30.0 (tasks left the core spec); it is what we test.
@@ -84,7 +86,9 @@ class Callbacks:
 
 
 @asynccontextmanager
-async def connect(url: str, report: Report, args: dict[str, Any]) -> AsyncIterator[ClientSession]:
+async def connect(
+    url: str, report: Report, args: dict[str, Any], logging_callback: Any = None
+) -> AsyncIterator[ClientSession]:
     """An initialized session; the InitializeResult goes into the report."""
     callbacks = Callbacks(report, args)
     read_s = float(args.get("read_timeout_s", 300))
@@ -97,6 +101,7 @@ async def connect(url: str, report: Report, args: dict[str, Any]) -> AsyncIterat
             sampling_callback=callbacks.sample,
             elicitation_callback=callbacks.elicit,
             message_handler=callbacks.message,
+            logging_callback=logging_callback,
         )
         async with session:
             init = await session.initialize()
@@ -308,6 +313,108 @@ async def task_cancel(url: str, args: dict[str, Any], report: Report) -> None:
         )[-1]
 
 
+# -- resources, prompts, completion, log levels --------------------------------------------------
+def dump(model: Any) -> Any:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def refusal(request: Any) -> dict[str, Any]:
+    """How a request the server should refuse ended: the SDK's McpError (code, message, data),
+    or the result when it did not fail."""
+    try:
+        return {"settled": "resolved", "result": dump(await request)}
+    except McpError as exc:
+        error = exc.error
+        return {
+            "settled": "rejected",
+            "code": error.code,
+            "message": error.message,
+            "data": error.data,
+        }
+
+
+async def resources(url: str, args: dict[str, Any], report: Report) -> None:
+    """``{"read": [uri...], "refused": [uri...]}``: ``list_resources``,
+    ``list_resource_templates``, ``read_resource`` of each URI (contents as the SDK parsed them:
+    ``TextResourceContents`` / ``BlobResourceContents``), and the errors of the refused ones."""
+    async with connect(url, report, args) as session:
+        listed = await session.list_resources()
+        report.observed["resources"] = [dump(r) for r in listed.resources]
+        templates = await session.list_resource_templates()
+        report.observed["templates"] = [dump(t) for t in templates.resourceTemplates]
+        reads: dict[str, Any] = report.observed.setdefault("reads", {})
+        for uri in args.get("read", []):
+            read = await session.read_resource(AnyUrl(uri))
+            reads[uri] = [{"kind": type(c).__name__, **dump(c)} for c in read.contents]
+        refused: dict[str, Any] = report.observed.setdefault("refused", {})
+        for uri in args.get("refused", []):
+            refused[uri] = await refusal(session.read_resource(AnyUrl(uri)))
+
+
+def reference(ref: dict[str, Any]) -> types.PromptReference | types.ResourceTemplateReference:
+    if ref["type"] == "ref/prompt":
+        return types.PromptReference(type="ref/prompt", name=ref["name"])
+    return types.ResourceTemplateReference(type="ref/resource", uri=ref["uri"])
+
+
+async def prompts(url: str, args: dict[str, Any], report: Report) -> None:
+    """``{"get": [{"name", "arguments"}], "complete": [{"ref", "argument", "context"?}],
+    "refused": [{"name", "arguments"}]}`` (a completion's ``context``: the arguments already
+    chosen, ``{name: value}``): ``list_prompts``, ``get_prompt`` of each (messages as the SDK
+    parsed them), ``complete`` of each (``context_arguments``), and the errors of the refused
+    gets."""
+    async with connect(url, report, args) as session:
+        listed = await session.list_prompts()
+        report.observed["prompts"] = [dump(p) for p in listed.prompts]
+        got: list[Any] = report.observed.setdefault("got", [])
+        for request in args.get("get", []):
+            prompt = await session.get_prompt(request["name"], request.get("arguments"))
+            got.append(
+                {
+                    "description": prompt.description,
+                    "messages": [
+                        {"kind": type(m.content).__name__, **dump(m)} for m in prompt.messages
+                    ],
+                }
+            )
+        completions: list[Any] = report.observed.setdefault("completions", [])
+        for request in args.get("complete", []):
+            answer = await session.complete(
+                reference(request["ref"]), request["argument"], request.get("context")
+            )
+            completions.append(dump(answer.completion))
+        refused: list[Any] = report.observed.setdefault("refused", [])
+        for request in args.get("refused", []):
+            refused.append(
+                await refusal(session.get_prompt(request["name"], request.get("arguments")))
+            )
+
+
+async def logging(url: str, args: dict[str, Any], report: Report) -> None:
+    """``{"level", "tool", "arguments"}``: ``set_logging_level(level)``, then one synchronous
+    ``call_tool``; the ``notifications/message`` its ``logging_callback`` got, in order, each
+    with whether the call had returned yet."""
+    logs: list[dict[str, Any]] = report.observed.setdefault("logs", [])
+    returned = False
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(
+            {
+                "level": params.level,
+                "logger": params.logger,
+                "data": params.data,
+                "after_result": returned,
+            }
+        )
+
+    async with connect(url, report, args, logging_callback=on_log) as session:
+        if args.get("level"):
+            await session.set_logging_level(args["level"])
+        result = await session.call_tool(args["tool"], args.get("arguments", {}))
+        returned = True
+        record_result(report, result)
+
+
 SCENARIOS = {
     "initialize": initialize,
     "call": call,
@@ -316,6 +423,9 @@ SCENARIOS = {
     "task_elicit": task_elicit,
     "task_list": task_list,
     "task_cancel": task_cancel,
+    "resources": resources,
+    "prompts": prompts,
+    "logging": logging,
 }
 
 if __name__ == "__main__":
