@@ -132,7 +132,7 @@ class _Follower:
         limit = s.stream_max_s if spec.limit_s is None else spec.limit_s
         self.deadline = time.monotonic() + limit if limit > 0 else float("inf")
         self.limit = limit
-        self.reported = 0.0  # the progress last sent (it must increase)
+        self.reported: float | None = None  # the progress last sent (it must increase)
         self.logged = 0  # the log messages read so far
         self.asked: set[str] = set()
         self.sent_at = time.monotonic()
@@ -245,7 +245,8 @@ class _Follower:
         # A task that ended cleared its progress text (statusMessage is the end's, or none):
         # a report read only now would go out empty, so the result goes out alone instead.
         value = _progress_value(record)
-        fresh = value > self.reported and not (record.terminal and not record.message)
+        grew = record.reports > 0 and (self.reported is None or value > self.reported)
+        fresh = grew and not (record.terminal and not record.message)
         if rpc.progress_token is not None and fresh:
             self.reported = value
             self.sent_at = time.monotonic()

@@ -84,7 +84,13 @@ __all__ = [
 
 log = logging.getLogger("mcpq.tools")
 TaskMode = Literal["never", "optional", "required"]
-Prelude = Callable[[dict[str, Any]], dict[str, InputRequest]]
+#: ``ask_first``: the questions a tool asks before it runs, from its arguments (and, when it
+#: takes a second parameter, the client's declared capabilities: a question the client cannot
+#: answer may be left out, or asked another way).
+Prelude = (
+    Callable[[dict[str, Any]], dict[str, InputRequest]]
+    | Callable[[dict[str, Any], dict[str, Any]], dict[str, InputRequest]]
+)
 F = TypeVar("F", bound=Callable[..., Any])
 _UNSET: Any = object()
 
@@ -167,6 +173,19 @@ APP_MARK = "__mcpq_app__"
 
 def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def first_questions(
+    ask_first: Prelude, arguments: dict[str, Any], capabilities: dict[str, Any]
+) -> dict[str, InputRequest]:
+    """Call ``ask_first`` with the arguments, and the client's capabilities if it takes them."""
+    try:
+        takes = len(inspect.signature(ask_first).parameters)
+    except (TypeError, ValueError):
+        takes = 1
+    if takes >= 2:
+        return ask_first(arguments, capabilities)  # type: ignore[call-arg]
+    return ask_first(arguments)  # type: ignore[call-arg]
 
 
 class ToolOptions(TypedDict, total=False):

@@ -13,7 +13,7 @@ from mcpq.frontend.jsonrpc import RpcRequest
 from mcpq.frontend.services import Services
 from mcpq.shared import answers
 from mcpq.shared.errors import MISSING_CAPABILITY, McpError
-from mcpq.shared.tools import InputRequest, missing_capabilities
+from mcpq.shared.tools import InputRequest, first_questions, missing_capabilities
 from mcpq.shared.wire import InputRequiredResult
 
 
@@ -38,7 +38,7 @@ def gather(
     create marks it used). Else the next round: the questions still open, and a fresh state."""
     tool = seal.tool
     assert tool.ask_first is not None
-    requests = tool.ask_first(seal.arguments)
+    requests = first_questions(tool.ask_first, seal.arguments, seal.rpc.caps)
     collected: dict[str, Any] = dict(state.answers) if state is not None else {}
     # First answer wins: a key answered in an earlier round (inside the sealed state) cannot
     # be changed by a later retry, so only the keys still open are taken from this one.

@@ -125,3 +125,34 @@ def test_set_level_refuses_an_unknown_level(mcp: Mcp) -> None:
 def test_set_level_is_not_a_2026_method(mcp: Mcp) -> None:
     reply = mcp.post("logging/setLevel", {"level": "info"}, opt_in=False)
     assert reply.code()[1] == -32601
+
+
+def test_a_first_progress_of_zero_goes_out(mcp: Mcp) -> None:
+    worker = mcp.worker
+
+    async def run(tool: str, ref: str, queue: str) -> None:
+        claim = await worker.claim(ref)
+
+        async def go_on() -> None:
+            for progress in (0, 0, 5):  # 0 is news the first time, not the second
+                await asyncio.sleep(0.05)
+                call = run_calls.report(
+                    worker.keys, ref, claim.gen, f"at {progress}", progress=progress
+                )
+                assert await worker.run(call) is StoreReply.OK
+            await asyncio.sleep(0.05)
+            await worker.finish(ref, claim.gen, "completed", call_tool_result("done").dump())
+
+        asyncio.get_running_loop().create_task(go_on())
+
+    mcp.producer.on_enqueue = run
+    reply = call_2026(mcp, None)
+    sent = [(p["progress"], p["message"]) for p in notices(reply, "notifications/progress")]
+    assert sent == [(0, "at 0"), (5, "at 5")]
+
+
+def test_no_progress_goes_out_before_the_tool_reports_any(mcp: Mcp) -> None:
+    mcp.producer.on_enqueue = mcp.worker.runs(
+        lambda record, answers: ("completed", call_tool_result("done").dump())
+    )
+    assert notices(call_2026(mcp, None), "notifications/progress") == []
