@@ -4,8 +4,9 @@ Every dependency is built here, or given by the caller (tests pass a fake produc
 fakeredis, a registry of their own; fault tests wrap the real ones), and handed down: nothing
 below reads the environment or builds a client. Each face of the store (``mcpq.shared.store.web``)
 goes to the part whose concern it is: tasks and ``tasks/list`` to ``TaskService``, sessions to
-``Services.sessions``, API keys to the authenticator, the deployment's numbers to ``/readyz``
-and ``/metrics``.
+``Services.sessions``, resource and list notices to ``Services.events`` (and the start's
+announcement of what this process serves), API keys to the authenticator, the deployment's
+numbers to ``/readyz`` and ``/metrics``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from mcpq.frontend.auth import METADATA_PATH, build_authenticator, metadata_url
 from mcpq.frontend.auth.metadata import MetadataResource
 from mcpq.frontend.endpoint import McpEndpoint
 from mcpq.frontend.health import HealthResource, ReadyResource
+from mcpq.frontend.notices import ListingAnnouncer
 from mcpq.frontend.producer import CeleryProducer, Producer
 from mcpq.frontend.services import Services
 from mcpq.frontend.task_service import TaskService
@@ -52,9 +54,12 @@ def create_app(
         registry=tools,
         signer=RequestStateSigner(_secrets(settings), settings.mrtr_state_ttl_s),
         sessions=store.sessions,
+        events=store.events,
         auth=build_authenticator(settings, store.api_keys, http),
     )
-    app = falcon.asgi.App()
+    # At its start (ASGI lifespan) the process tells the store what it serves: a list that
+    # changed (a deploy) is announced to every replica's listeners (mcpq.frontend.notices).
+    app = falcon.asgi.App(middleware=[ListingAnnouncer(store.events, tools)])
     app.add_route("/mcp", McpResource(McpEndpoint(services)))
     if "oauth" in settings.auth:
         metadata = MetadataResource(settings, tools)

@@ -12,7 +12,7 @@ from mcpq.frontend.task_service import TaskService
 from mcpq.frontend.user_code import UserCode
 from mcpq.shared.request_state import RequestStateSigner
 from mcpq.shared.settings import Settings
-from mcpq.shared.store import SessionStore
+from mcpq.shared.store import ResourceEvents, SessionStore
 from mcpq.shared.tools import Registry
 
 #: The id of the MCP request being served; it travels with the Celery message to the worker.
@@ -29,6 +29,9 @@ class Services:
     signer: RequestStateSigner
     #: 2025-era sessions (open, touch, end; what is in flight on them: ``tasks``).
     sessions: SessionStore
+    #: Resource subscriptions and updates, list changes (``subscriptions/listen``, the
+    #: 2025-era ``resources/subscribe`` and GET stream).
+    events: ResourceEvents
     server_info: dict[str, str] = field(default_factory=dict)
     #: ``MCPQ_AUTH``'s authenticator; by default none (every caller is ``anonymous``).
     auth: Authenticator = field(default_factory=lambda: Authenticator(()))

@@ -13,7 +13,7 @@ Everything else under ``mcpq`` (``mcpq.frontend``, ``mcpq.workers``, ``mcpq.shar
 tasks client (the ``client`` extra).
 """
 
-from mcpq.shared.app import App
+from mcpq.shared.app import App, resource_updated
 from mcpq.shared.content import Audio, EmbeddedResource, Image
 from mcpq.shared.elicitation import Elicited
 from mcpq.shared.errors import ProtocolError, TaskCancelled, ToolError
@@ -40,6 +40,7 @@ __all__ = [
     "elicitation",
     "prompt",
     "resource",
+    "resource_updated",
     "sampling",
     "tool",
 ]

@@ -19,6 +19,10 @@ the apps a module holds as well as its module-level ``@tool`` functions. The app
 server's ``serverInfo.name`` unless ``MCPQ_SERVER_NAME`` says otherwise, and its instructions are
 what ``initialize`` and ``server/discover`` tell the client.
 
+A resource that changes is announced with ``app.resource_updated("shop://orders/42")`` (from a
+tool, on a worker, or any process that reaches the store): its subscribers are told on every
+replica (:func:`resource_updated`).
+
 NOTE: the app is only a holder of declarations: importing its module runs nothing and starts
 nothing, so both tiers import it (the web lists and validates, the workers run), as they import
 a module of ``@tool`` functions.
@@ -26,12 +30,44 @@ a module of ``@tool`` functions.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
-from typing import Any, Unpack, overload
+from typing import TYPE_CHECKING, Any, Unpack, overload
 
+from mcpq.shared.errors import StoreUnavailable
 from mcpq.shared.prompts import PROMPT_MARK, Prompt, prompt
 from mcpq.shared.resources import RESOURCE_MARK, Completer, Resource, ResourceTemplate, resource
 from mcpq.shared.tools import APP_MARK, F, Registry, Tool, ToolOptions
+
+if TYPE_CHECKING:
+    from mcpq.shared.store import TaskStore
+
+
+def resource_updated(uri: str, *, store: TaskStore | None = None) -> bool:
+    """Tell the clients subscribed to the resource at ``uri`` that it changed (they read it
+    again): the 2025-era sessions that called ``resources/subscribe`` for it, on their GET
+    stream, and the ``subscriptions/listen`` streams that named it, on every web replica.
+
+    Callable from a tool (on a worker), a web process or any process that reaches the task
+    store: it publishes through Redis, on ``store`` or else on a client of this process's own,
+    built from the environment (``REDIS_URL``...) on the first call. One round trip, blocking
+    (from a coroutine it holds the loop that long). ``uri`` is matched as the clients wrote it.
+    Best effort, as notifications are: ``False`` (and a warning in the log) when Redis cannot
+    be reached, and nobody is told of a change while no stream of theirs is open.
+    """
+    if not isinstance(uri, str) or not uri:
+        raise ValueError("resource_updated(uri): the resource's URI, a non-empty string")
+    from mcpq.shared.store.announce import announce_updated  # (loads redis-py)
+
+    try:
+        announce_updated(uri, store)
+    except StoreUnavailable:
+        # Never the URI: what a deployment serves under which name stays out of the logs.
+        logging.getLogger("mcpq.store").warning(
+            "a resource update was not announced: the task store is unavailable"
+        )
+        return False
+    return True
 
 
 class App:
@@ -114,6 +150,11 @@ class App:
             return marked
 
         return add
+
+    def resource_updated(self, uri: str) -> bool:
+        """Tell the clients subscribed to this app's resource at ``uri`` that it changed (see
+        :func:`mcpq.resource_updated`)."""
+        return resource_updated(uri)
 
     @property
     def resources(self) -> dict[str, Resource]:

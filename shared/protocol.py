@@ -35,11 +35,15 @@ NAME_PARAM = {
 """The param whose value a request's ``Mcp-Name`` header carries, by method."""
 
 
-#: What every wire declares beyond tools: resources (no subscriptions yet), prompts,
-#: completions and logging (``notifications/message`` on a synchronous call's stream).
+#: What every wire declares beyond tools: resources (their updates: 2025-era
+#: ``resources/subscribe``, 2026-07-28 ``subscriptions/listen``'s ``resourceSubscriptions``;
+#: list changes, announced when a deploy changes what is served), prompts (list changes),
+#: completions and logging (``notifications/message`` on a synchronous call's stream). A
+#: 2025-era session hears its notifications on its GET stream; a 2026-07-28 client on a listen
+#: stream.
 SERVER_FEATURES: dict[str, dict[str, bool]] = {
-    "resources": {"subscribe": False, "listChanged": False},
-    "prompts": {"listChanged": False},
+    "resources": {"subscribe": True, "listChanged": True},
+    "prompts": {"listChanged": True},
     "completions": {},
     "logging": {},
 }

@@ -37,7 +37,8 @@ LIST_PAGE = 50
 
 def initialized(services: Services, version: str) -> Initialized:
     # ``logging``: a synchronous call's stream carries its tool's log messages (``ctx.info``...).
-    capabilities: dict[str, Any] = {"tools": {"listChanged": False}, **SERVER_FEATURES}
+    # ``listChanged`` (and ``resources.subscribe``): told on the session's GET stream.
+    capabilities: dict[str, Any] = {"tools": {"listChanged": True}, **SERVER_FEATURES}
     if version >= LEGACY_TASKS_VERSION:
         capabilities["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
     return Initialized(

@@ -13,12 +13,15 @@ one. JSON-RPC errors go out with HTTP 200, as 2025-era clients expect (their tra
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from mcpq.frontend import jsonrpc, methods, replies, streams
+from mcpq.frontend import jsonrpc, methods, notices, replies, streams
 from mcpq.frontend.http_messages import HttpReply, HttpRequest
 from mcpq.frontend.jsonrpc import RequestError, RpcRequest
 from mcpq.frontend.legacy.methods import initialized
@@ -235,37 +238,64 @@ class LegacyEndpoint:
         return HttpReply(204, b"", None)
 
     async def listen(self, req: HttpRequest) -> HttpReply:
-        """``GET /mcp``: the session's standalone stream. A 2025-11-25 session gets
-        ``notifications/tasks/status`` (the full task) for each change of a task it created;
-        older sessions have nothing to be told (405, which the spec allows)."""
+        """``GET /mcp``: the session's standalone stream, on any replica. Every session hears
+        ``notifications/<list>/list_changed`` (tools, prompts, resources: a deploy changed what
+        the server serves) and ``notifications/resources/updated {uri}`` for the resources it
+        subscribed to (``resources/subscribe``, on any replica, before or while it streams); a
+        2025-11-25 session also ``notifications/tasks/status`` (the full task) for each change
+        of a task it created."""
         session = await self.session_of(req)
         if isinstance(session, HttpReply):
             return session
-        if session.version < LEGACY_TASKS_VERSION:
-            return HttpReply(405, b"", None, {"Allow": "POST, DELETE"})
         if not jsonrpc.accepts_stream(req):
             text = b"Not Acceptable: the GET stream needs Accept: text/event-stream"
             return HttpReply(406, text, "text/plain; charset=utf-8")
-        tasks, sessions, principal = self.services.tasks, self.services.sessions, session.principal
+        services = self.services
+        tasks, sessions, events = services.tasks, services.sessions, services.events
+        principal, sref = session.principal, session.sref
+        # Authorization at delivery is this request's: a token with fewer scopes than the one
+        # that subscribed hears of no resource it could not read.
+        caller = req.principal
 
         async def render(entry: str) -> dict[str, Any] | None:
-            listed = await tasks.listed(session.scope, entry, principal)
-            if listed is None:
+            notice = notices.notice_of(entry)
+            if notice is None:  # a task of the session's listing scope
+                listed = await tasks.listed(session.scope, entry, principal)
+                if listed is None:
+                    return None
+                task = legacy_dump(LegacyTask.of(listed.record, listed.task_id))
+                return replies.notification("notifications/tasks/status", task)
+            if notice.kind == "list":
+                return notices.list_changed(notice.name)
+            uri = await events.subscribed_uri(sref, notice.name)  # None: unsubscribed since
+            if uri is None or not notices.may_read(services.registry, caller, uri):
                 return None
-            task = legacy_dump(LegacyTask.of(listed.record, listed.task_id))
-            return replies.notification("notifications/tasks/status", task)
+            return notices.resource_updated(uri)
 
         async def alive() -> bool:
-            return await sessions.touch(session.sref, self.ttl_ms) is not None
+            # Each keep-alive slides the session and keeps it in the index of each resource it
+            # subscribed to, so an update finds it for as long as it streams.
+            if await sessions.touch(sref, self.ttl_ms) is None:
+                return False
+            return await events.refresh(sref, self.ttl_ms)
 
-        events = streams.watch_stream(
-            self.services,
-            watching=tasks.watch_listing(session.scope),
-            render=render,
-            gone=DISCONNECTED.get(),
-            alive=alive,
+        @contextlib.asynccontextmanager
+        async def watching() -> AsyncIterator[streams.Changes]:
+            # NOTE: the session's channel is subscribed first, its index entries refreshed
+            # second: an update announced after the refresh is heard (resource_updated.lua).
+            parts: list[AbstractAsyncContextManager[streams.Changes]] = [
+                events.watch(lists=True, session=sref)
+            ]
+            if session.version >= LEGACY_TASKS_VERSION:  # (older sessions create no tasks)
+                parts.append(tasks.watch_listing(session.scope))
+            async with notices.merged(*parts) as changes:
+                await events.refresh(sref, self.ttl_ms)
+                yield changes
+
+        stream = streams.watch_stream(
+            services, watching=watching(), render=render, gone=DISCONNECTED.get(), alive=alive
         )
-        return HttpReply(200, b"", "text/event-stream", stream=events)
+        return HttpReply(200, b"", "text/event-stream", stream=stream)
 
     # -- what the client sends that is not a request ---------------------------------------------
     async def _route_response(self, session: Session, message: dict[str, Any]) -> McpError | None:

@@ -13,7 +13,7 @@ async def discover(services: Services, rpc: RpcRequest) -> Discovery:
     return Discovery(
         supported_versions=list(SUPPORTED_VERSIONS),
         capabilities={
-            "tools": {"listChanged": False},
+            "tools": {"listChanged": True},  # on a listen stream (toolsListChanged)
             # Logging: a synchronous call's stream carries its tool's log messages when the
             # request sets a level (``_meta["io.modelcontextprotocol/logLevel"]``); the spec
             # wants it declared.

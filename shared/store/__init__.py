@@ -4,9 +4,10 @@ Public API (import from ``shared.store``): :class:`TaskStore` (synchronous: work
 ``mcpq status``, built by :func:`open_store`); the web tier's faces, one per concern on one
 client, bundled in a :class:`WebStore` by :func:`open_web_store` (or :func:`web_store` around
 a task store of one's own): :class:`AsyncTaskStore` (tasks), :class:`SessionStore` (2025-era
-sessions), :class:`TaskListing` (``tasks/list``), :class:`ApiKeyLookup` and
-:class:`DeploymentStats`; the typed states and replies; the records
-they return; :func:`task_ref`. Inside: the key schema (``keyspace``), one Lua script per transition
+sessions), :class:`TaskListing` (``tasks/list``), :class:`ApiKeyLookup`,
+:class:`DeploymentStats` and :class:`ResourceEvents` (resource subscriptions and updates, list
+changes); the typed states and replies; the records they return; :func:`task_ref`. Inside:
+the key schema (``keyspace``), one Lua script per transition
 (``lua/``, loaded by ``scripts``), the KEYS/ARGV contract and reply parsing of each (``calls``,
 written by concern: ``create_calls``, ``client_calls``, ``run_calls``...), the steps of the
 operations that take more than one, written once for both stores (``plans``, ``task_plans``),
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from mcpq.shared.store.async_wakeups import AsyncWatch as Watch
     from mcpq.shared.store.clients import open_store, open_web_store
     from mcpq.shared.store.listing import Listed, Position, TaskListing
+    from mcpq.shared.store.resource_events import ResourceEvents
     from mcpq.shared.store.sync import TaskStore
     from mcpq.shared.store.web import WebStore, web_store
 
@@ -52,6 +54,7 @@ _ON_FIRST_USE = {
     "mcpq.shared.store.async_wakeups": ("AsyncWatch",),
     "mcpq.shared.store.clients": ("open_store", "open_web_store"),
     "mcpq.shared.store.listing": ("Listed", "Position", "TaskListing"),
+    "mcpq.shared.store.resource_events": ("ResourceEvents",),
     "mcpq.shared.store.sync": ("TaskStore",),
     "mcpq.shared.store.web": ("WebStore", "web_store"),
 }
@@ -92,6 +95,7 @@ __all__ = [
     "Refused",
     "Renewal",
     "Reply",
+    "ResourceEvents",
     "Session",
     "SessionStore",
     "StatsSnapshot",

@@ -78,6 +78,12 @@ class AsyncTaskStore:
         )
         self._wakeups = AsyncWakeups(client, self._keys)
 
+    @property
+    def wakeups(self) -> AsyncWakeups:
+        """The process's one watch connection, which the web's other watches share
+        (``resource_events``, through ``web``)."""
+        return self._wakeups
+
     async def aclose(self) -> None:
         """Close the shared watch connection and the client (tests; a server just exits)."""
         await self._wakeups.aclose()

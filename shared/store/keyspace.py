@@ -12,11 +12,12 @@ a transition is still one script on one slot, and a Redis Cluster spreads the sh
 primaries. A principal's admission keys (quota sets, token bucket, used ``requestState``
 markers) live on its *home* shard, ``crc32(principal key) % N``. What no transition touches
 together with a task keeps the global tag ``{mcpq}``: worker heartbeats, locks, API keys,
-sessions and the ``tasks/list`` indexes. The ``<salt>`` of each shard tag is the smallest number
-that puts the tag's slot (CRC16, as Redis Cluster computes it) within an eighth of a cell of the
-centre of the shard's cell, the cells being the 16384 slots cut into N equal ranges: the N shards
-sit evenly over the slots, so a cluster whose primaries own equal contiguous ranges (what
-``redis-cli --cluster create`` makes) gets N / primaries shards each. N is fixed for the life of
+sessions, the ``tasks/list`` indexes, resource subscriptions and the listings' digests. The
+``<salt>`` of each shard tag is the smallest number that puts the tag's slot (CRC16, as Redis
+Cluster computes it) within an eighth of a cell of the centre of the shard's cell, the cells
+being the 16384 slots cut into N equal ranges: the N shards sit evenly over the slots, so a
+cluster whose primaries own equal contiguous ranges (what ``redis-cli --cluster create``
+makes) gets N / primaries shards each. N is fixed for the life of
 a store: a task's keys are found from its ref and N, and its payloads are sealed to its key
 names, so changing N needs an empty (drained) store.
 
@@ -54,6 +55,21 @@ the principal's home shard; all three are ``{mcpq}`` when N = 1):
                                    JSON-RPC id -> {ref, key} (where the answer goes)
 ``<p>:s:<sref>:calls``      hash   the session's synchronous calls in flight: request id -> ref
                                    (``notifications/cancelled``)
+``<p>:s:<sref>:res``        hash   the resources the session subscribed to
+                                   (``resources/subscribe``): URI digest -> the URI (sealed,
+                                   like the session's caps); slid and ended with the session
+``<p>:s:<sref>:ev``         chan   the session's GET stream: ``res:<digest>`` when a resource
+                                   it subscribed to is announced (``resource_updated.lua``)
+``<p>:r:<digest>:subs``     set    the sessions (srefs) subscribed to the resource whose URI
+                                   digest (sha256, 32 hex) is ``digest``; its TTL is the longest
+                                   a subscriber's session may still live; a session gone leaves
+                                   when an update finds it
+``<p>:r:<digest>:ev``       chan   that resource's updates (``res:<digest>``) for
+                                   ``subscriptions/listen`` streams
+``<p>:lists``               hash   list (``tools``, ``prompts``, ``resources``) -> digest of
+                                   that list as the web process that started last serves it
+``<p>:lists:ev``            chan   ``list:<name>``: that list changed (a web process started
+                                   serving another one: a deploy), announced once per change
 ``<p>:l:<scope>``           zset   ``tasks/list``: ref -> createdAt (ms) of a listing scope's
                                    tasks (2025-11-25 wire)
 ``<p>:l:<scope>:ids``       hash   ref -> taskId of those tasks (``tasks/list`` must return ids)
@@ -88,12 +104,14 @@ the principal's home shard; all three are ``{mcpq}`` when N = 1):
 ==========================  =====  ===========================================================
 
 Payloads are sealed (``payloads``, ``MCPQ_DATA_KEYS``): the task's args, caps, pre, result,
-error and msg, every value of ``:in``, ``:ans`` and ``:steps``, a session's caps. Everything a
-script reads stays plain.
+error and msg, every value of ``:in``, ``:ans`` and ``:steps``, a session's caps and the URIs it
+subscribed to. Everything a script reads stays plain. A resource's URI is never a key, a
+channel or a message: those name its digest (``resource_events.uri_digest``), which each reader
+maps back to the URIs its own clients named.
 
 Every per-task key expires with the task (``expire_at`` = createdAt + ttlMs). The indexes and
-the stats (one set per shard) and the worker list never expire; index entries leave when their
-task ends. A lock expires by itself.
+the stats (one set per shard), the worker list and the listings' digests never expire; index
+entries leave when their task ends. A lock expires by itself.
 The ``state:*`` gauges drift if a non-terminal task reaches its TTL (it vanishes unfinished).
 """
 
@@ -292,6 +310,33 @@ class Keys:
 
     def session_calls(self, sref: str) -> str:
         return f"{self.session(sref)}:calls"
+
+    def session_resources(self, sref: str) -> str:
+        """The resources a 2025-era session subscribed to (``resources/subscribe``)."""
+        return f"{self.session(sref)}:res"
+
+    def session_events(self, sref: str) -> str:
+        """The pub/sub channel of a 2025-era session's GET stream: its subscribed resources'
+        updates (``resource_updated.lua``)."""
+        return f"{self.session(sref)}:ev"
+
+    def resource_subscribers(self, digest: str) -> str:
+        """The 2025-era sessions subscribed to the resource whose URI digest is ``digest``."""
+        return f"{self.root}:r:{digest}:subs"
+
+    def resource_events(self, digest: str) -> str:
+        """The pub/sub channel of a resource's updates (``subscriptions/listen`` streams)."""
+        return f"{self.root}:r:{digest}:ev"
+
+    @property
+    def listings(self) -> str:
+        """The digests of what the deployment's web processes serve, by list."""
+        return f"{self.root}:lists"
+
+    @property
+    def listing_changes(self) -> str:
+        """The pub/sub channel on which a changed list (``tools``...) is announced."""
+        return f"{self.root}:lists:ev"
 
     def listing(self, scope: str) -> str:
         return f"{self.root}:l:{scope}"

@@ -36,6 +36,10 @@ NAMES = (
     "watch",
     "reseal",
     "set_level",
+    "resource_subscribe",
+    "resource_refresh",
+    "resource_updated",
+    "lists_changed",
 )
 
 

@@ -5,8 +5,9 @@ capabilities) plus who it is (principal) and its ``tasks/list`` scope. It lives 
 web replica serves any session, under the hash of its id (the id is a bearer, like a taskId),
 with a sliding TTL renewed by every request. Two small maps hang off it, expiring with it: the
 server→client requests in flight on its streams (where each answer goes) and its synchronous
-calls in flight (what ``notifications/cancelled`` cancels). :class:`SessionStore` is the web
-tier's face on them.
+calls in flight (what ``notifications/cancelled`` cancels); its resource subscriptions
+(``resource_events``) expire and end with it too. :class:`SessionStore` is the web tier's face on
+them.
 """
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ class Outgoing:
     key: str
 
 
-def _keys(k: Keys, sref: str) -> tuple[str, str, str]:
-    return k.session(sref), k.session_out(sref), k.session_calls(sref)
+def _keys(k: Keys, sref: str) -> tuple[str, ...]:
+    """The session's hash first, then the maps that hang off it (slid and ended with it; its
+    resource subscriptions too: ``resource_events``)."""
+    return k.session(sref), k.session_out(sref), k.session_calls(sref), k.session_resources(sref)
 
 
 def _pexpire(key: str, ttl_ms: int) -> Queue:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from mcpq.shared.store.aio import AsyncTaskStore
 from mcpq.shared.store.api_keys import ApiKeyLookup
 from mcpq.shared.store.listing import TaskListing
+from mcpq.shared.store.resource_events import ResourceEvents
 from mcpq.shared.store.sessions import SessionStore
 from mcpq.shared.store.stats import DeploymentStats
 
@@ -29,6 +30,8 @@ class WebStore:
     api_keys: ApiKeyLookup
     #: Worker heartbeats and the deployment's counters (``/readyz``, ``/metrics``).
     stats: DeploymentStats
+    #: Resource subscriptions and updates, list changes (on the tasks' watch connection).
+    events: ResourceEvents
 
     async def aclose(self) -> None:
         """Close the watch connection and the client they share (tests; a server just exits)."""
@@ -44,4 +47,5 @@ def web_store(tasks: AsyncTaskStore) -> WebStore:
         listing=TaskListing(io, keys, payloads),
         api_keys=ApiKeyLookup(io, keys),
         stats=DeploymentStats(io, keys),
+        events=ResourceEvents(io, keys, tasks.plans, payloads, tasks.wakeups),
     )

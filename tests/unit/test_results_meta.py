@@ -89,7 +89,9 @@ def test_discover_shape(mcp: Mcp) -> None:
     capabilities = result["capabilities"]
     assert capabilities["extensions"] == {TASKS: {}}
     assert "tasks" not in capabilities
-    assert capabilities["tools"] == {"listChanged": False}
+    assert capabilities["tools"] == {"listChanged": True}  # told on subscriptions/listen
+    assert capabilities["resources"] == {"subscribe": True, "listChanged": True}
+    assert capabilities["prompts"] == {"listChanged": True}
     assert result["ttlMs"] == 0
     assert result["cacheScope"] in {"public", "private"}
     assert isinstance(result.get("instructions", ""), str)
