@@ -28,6 +28,7 @@ GLOBAL_KEYS = {
     KEYS.stats,
     KEYS.workers,
     KEYS.lock("sweeper"),
+    KEYS.listings,  # the deployment's listings' digests: three fields, for as long as it runs
 }
 INDEXES = (KEYS.leases, KEYS.unclaimed, KEYS.active, KEYS.expiry)
 

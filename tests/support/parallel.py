@@ -272,7 +272,9 @@ def budget_lines(config: Config, reports: Sequence[Any], shown: int = 8) -> list
         units = json.loads(config.stash[_UNITS_FILE].read_text())
     took: dict[str, float] = defaultdict(float)
     for report in reports:
-        took[units.get(report.nodeid, report.nodeid.split("::")[0])] += report.duration
+        took[units.get(report.nodeid, report.nodeid.split("::")[0])] += getattr(
+            report, "duration", 0.0
+        )  # (a collection error's report has none)
     elapsed = time.monotonic() - config.stash[_STARTED]
     lines = [f"wall time {elapsed:.0f} s (budget {BUDGET_S:.0f} s on 2 cores); longest units:"]
     for unit, seconds in sorted(took.items(), key=lambda kv: -kv[1])[:shown]:
