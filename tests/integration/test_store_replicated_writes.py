@@ -41,9 +41,17 @@ def primary() -> Iterator[RedisProcess]:
         yield server
 
 
-def _store(server: RedisProcess, keys: Keys, min_replicas: int = 1) -> AsyncTaskStore:
+#: How long a write waits for its replica where the test expects it confirmed: a WAIT returns
+#: as soon as the replica acknowledges, so this costs nothing unless the host is loaded (a
+#: whole-suite run once needed more than 100 ms). Refusals keep the short wait.
+CONFIRMED_WAIT_MS = 5_000
+
+
+def _store(
+    server: RedisProcess, keys: Keys, min_replicas: int = 1, wait_ms: int = 100
+) -> AsyncTaskStore:
     client = async_client(Settings(redis_url=server.url))
-    return AsyncTaskStore(client, keys, min_replicas=min_replicas, replica_wait_ms=100)
+    return AsyncTaskStore(client, keys, min_replicas=min_replicas, replica_wait_ms=wait_ms)
 
 
 @contextmanager
@@ -135,7 +143,7 @@ def test_a_replicated_create_is_acknowledged_and_on_the_replica(primary: RedisPr
         raw = redis.Redis.from_url(replica.url, decode_responses=True)
 
         async def create() -> int | None:
-            store = _store(primary, keys)
+            store = _store(primary, keys, wait_ms=CONFIRMED_WAIT_MS)
             try:
                 return await store.create(task, 1_000)
             finally:
@@ -167,7 +175,10 @@ def check_cluster_waits(cluster: LocalCluster) -> None:
     acknowledged, stopped = _task(), _task()
 
     async def create(task: NewTask) -> int | None:
-        store = AsyncTaskStore(async_client(settings), keys, min_replicas=1, replica_wait_ms=300)
+        wait_ms = CONFIRMED_WAIT_MS if task is acknowledged else 300
+        store = AsyncTaskStore(
+            async_client(settings), keys, min_replicas=1, replica_wait_ms=wait_ms
+        )
         try:
             return await store.create(task, 1_000)
         finally:
