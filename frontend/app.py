@@ -28,10 +28,10 @@ from mcpq.frontend.services import Services
 from mcpq.frontend.task_service import TaskService
 from mcpq.frontend.web_metrics import MetricsResource
 from mcpq.shared.celery_config import broker_is_store
+from mcpq.shared.registry import Registry
 from mcpq.shared.request_state import RequestStateSigner, new_secret, parse_secrets
 from mcpq.shared.settings import Settings
 from mcpq.shared.store import WebStore, open_web_store
-from mcpq.shared.tools import Registry
 
 if TYPE_CHECKING:
     import httpx  # only OAuth fetches anything over HTTP (imported by mcpq.frontend.auth then)

@@ -32,9 +32,9 @@ from mcpq.frontend.principal import Principal
 from mcpq.frontend.replies import Message
 from mcpq.frontend.streams import Changes
 from mcpq.shared.errors import McpError
+from mcpq.shared.registry import Registry
 from mcpq.shared.store import ResourceEvents
 from mcpq.shared.store.resource_events import LIST_MESSAGE, LIST_NAMES, RESOURCE_MESSAGE
-from mcpq.shared.tools import Registry
 
 log = logging.getLogger("mcpq.web")
 

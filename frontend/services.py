@@ -10,10 +10,10 @@ from mcpq.frontend.auth import Authenticator
 from mcpq.frontend.http_messages import ClientGone
 from mcpq.frontend.task_service import TaskService
 from mcpq.frontend.user_code import UserCode
+from mcpq.shared.registry import Registry
 from mcpq.shared.request_state import RequestStateSigner
 from mcpq.shared.settings import Settings
 from mcpq.shared.store import ResourceEvents, SessionStore
-from mcpq.shared.tools import Registry
 
 #: The id of the MCP request being served; it travels with the Celery message to the worker.
 REQUEST_ID: ContextVar[str] = ContextVar("mcpq_request_id", default="")

@@ -36,8 +36,9 @@ from typing import TYPE_CHECKING, Any, Unpack, overload
 
 from mcpq.shared.errors import StoreUnavailable
 from mcpq.shared.prompts import PROMPT_MARK, Prompt, prompt
+from mcpq.shared.registry import Registry
 from mcpq.shared.resources import RESOURCE_MARK, Completer, Resource, ResourceTemplate, resource
-from mcpq.shared.tools import APP_MARK, F, Registry, Tool, ToolOptions
+from mcpq.shared.tools import APP_MARK, F, Tool, ToolOptions
 
 if TYPE_CHECKING:
     from mcpq.shared.store import TaskStore

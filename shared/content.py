@@ -49,8 +49,9 @@ def _media(
 
 
 @dataclass(frozen=True, init=False)
-class Image:
-    """An image content block."""
+class _Media:
+    """Base64 data and its MIME type: from bytes (or base64 text) with ``mime_type=``, or read
+    from ``path=`` (its type guessed from the name unless given)."""
 
     data: str  # base64
     mime_type: str
@@ -65,28 +66,17 @@ class Image:
         encoded, mime = _media(data, path, mime_type)
         object.__setattr__(self, "data", encoded)
         object.__setattr__(self, "mime_type", mime)
+
+
+class Image(_Media):
+    """An image content block."""
 
     def block(self) -> JsonObject:
         return {"type": "image", "data": self.data, "mimeType": self.mime_type}
 
 
-@dataclass(frozen=True, init=False)
-class Audio:
+class Audio(_Media):
     """An audio content block."""
-
-    data: str  # base64
-    mime_type: str
-
-    def __init__(
-        self,
-        data: bytes | str | None = None,
-        *,
-        path: str | Path | None = None,
-        mime_type: str | None = None,
-    ) -> None:
-        encoded, mime = _media(data, path, mime_type)
-        object.__setattr__(self, "data", encoded)
-        object.__setattr__(self, "mime_type", mime)
 
     def block(self) -> JsonObject:
         return {"type": "audio", "data": self.data, "mimeType": self.mime_type}

@@ -28,20 +28,15 @@ fix (:class:`ToolDefinitionError`); a module that does not import at all is one 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 import logging
-import sysconfig
-import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
 
 import pydantic
 
-from mcpq.shared.prompts import PROMPT_MARK, Prompt
-from mcpq.shared.resources import RESOURCE_MARK, Resource, ResourceTemplate
+from mcpq.shared.resources import Resource, ResourceTemplate
 from mcpq.shared.tool_context import (
     Answer,
     Answers,
@@ -59,7 +54,6 @@ from mcpq.shared.tool_signature import (
     param_headers,
     read_signature,
     refuse,
-    where,
 )
 
 Served = Resource | ResourceTemplate
@@ -70,11 +64,9 @@ __all__ = [
     "ArgumentsInvalid",
     "Done",
     "InputRequest",
-    "Registry",
     "Tool",
     "ToolContext",
     "ToolDefinitionError",
-    "ToolModuleError",
     "elicitation",
     "missing_capabilities",
     "sampling",
@@ -279,214 +271,3 @@ def _task_mode(fn: Callable[..., Any], tool_name: str, task: object) -> TaskMode
         f"{tool_name}: task must be 'never', 'optional' or 'required' (or True/False), "
         f"not {task!r}",
     )
-
-
-class ToolModuleError(Exception):
-    """A tool module does not import (a syntax error, a failing import, an exception at its
-    top level); ``str()`` is the one line to print, at the user's file and line."""
-
-
-class Registry:
-    """The tools one process serves, by name: an object the web app and the worker are given,
-    not a global filled by imports."""
-
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
-        self.tools: dict[str, Tool] = {}
-        #: One line per module that declares no tool (logged; ``mcpq tools`` prints them).
-        self.warnings: list[str] = []
-        #: The name and instructions of the app the tools came from (``mcpq.shared.app``).
-        self.server_name: str | None = None
-        self.instructions: str | None = None
-        #: Resources by URI, templates by URI template, prompts by name (``mcpq.shared.app``).
-        self.resources: dict[str, Resource] = {}
-        self.templates: dict[str, ResourceTemplate] = {}
-        self.prompts: dict[str, Prompt] = {}
-        for spec in tools:
-            self.add(spec)
-
-    @classmethod
-    def from_modules(cls, modules: Iterable[str]) -> Registry:
-        """Import the tool modules and collect their tools, in definition order: a module's
-        ``@tool`` functions and the tools of the apps it holds, or, for ``module:attribute``,
-        the tools of that one app.
-
-        A module that cannot be found raises ``ModuleNotFoundError``; one that fails to import
-        :class:`ToolModuleError`; a declaration mcpq refuses :class:`ToolDefinitionError`."""
-        registry = cls()
-        for entry in modules:
-            module_name, _, attribute = entry.partition(":")
-            module = _import(module_name)
-            found = 0
-            if attribute:
-                app = getattr(module, attribute, None)
-                if not getattr(app, APP_MARK, False):
-                    raise ToolDefinitionError(
-                        f"{entry}: module {module_name!r} has no App named {attribute!r}: "
-                        f"name one (app = App(...)) or list the module alone"
-                    )
-                found += registry._add_app(app)
-            for value in list(vars(module).values()):
-                spec = getattr(value, _MARK, None)
-                # A module may import another's tool: only its own definitions count here.
-                if attribute:
-                    continue
-                own = getattr(value, "__module__", None) == entry
-                if getattr(value, APP_MARK, False):
-                    found += registry._add_app(value)
-                elif isinstance(spec, Tool) and own:
-                    registry.add(spec)
-                    found += 1
-                elif own and isinstance(
-                    declared := getattr(value, RESOURCE_MARK, None), Resource | ResourceTemplate
-                ):
-                    registry.add_resource(declared)
-                    found += 1
-                elif own and isinstance(declared := getattr(value, PROMPT_MARK, None), Prompt):
-                    registry.add_prompt(declared)
-                    found += 1
-            if not found:
-                warning = (
-                    f"module {entry!r} declares no tool, resource or prompt: mark its functions "
-                    "with @tool (a tool imported from another module counts only there)"
-                )
-                log.warning(warning)
-                registry.warnings.append(warning)
-        return registry
-
-    def _add_app(self, app: Any) -> int:
-        """An app's tools, and its name and instructions (the first app's, if there are
-        several); how many tools it has."""
-        theirs: Registry = app.registry
-        for spec in theirs.tools.values():
-            self.add(spec)
-        for resource in theirs.resources.values():
-            self.add_resource(resource)
-        for template in theirs.templates.values():
-            self.add_resource(template)
-        for prompt in theirs.prompts.values():
-            self.add_prompt(prompt)
-        if self.server_name is None:
-            self.server_name, self.instructions = app.name, app.instructions
-        return (
-            len(theirs.tools) + len(theirs.resources) + len(theirs.templates) + len(theirs.prompts)
-        )
-
-    def add_resource(self, spec: Resource | ResourceTemplate) -> None:
-        """A resource by its URI, a template by its URI template: one function each."""
-        if isinstance(spec, Resource):
-            known: Resource | ResourceTemplate | None = self.resources.get(spec.uri)
-            key = spec.uri
-        else:
-            known, key = self.templates.get(spec.uri_template), spec.uri_template
-        if known is not None and known.fn is not spec.fn:
-            raise ToolDefinitionError(
-                f"two resources are at {key}: {_qualified(known.fn)} and {_qualified(spec.fn)}"
-            )
-        if isinstance(spec, Resource):
-            self.resources[key] = spec
-        else:
-            self.templates[key] = spec
-
-    def add_prompt(self, spec: Prompt) -> None:
-        known = self.prompts.get(spec.name)
-        if known is not None and known.fn is not spec.fn:
-            raise ToolDefinitionError(
-                f"two prompts are named {spec.name}: {_qualified(known.fn)} and "
-                f"{_qualified(spec.fn)}: rename one with @prompt(name=...)"
-            )
-        self.prompts[spec.name] = spec
-
-    def find_resource(self, uri: str) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:
-        """The resource at ``uri``: a static one first, else the first template it matches
-        (with its variables)."""
-        static = self.resources.get(uri)
-        if static is not None:
-            return static, {}
-        for template in self.templates.values():
-            values = template.match(uri)
-            if values is not None:
-                return template, values
-        return None
-
-    def add(self, spec: Tool) -> None:
-        known = self.tools.get(spec.name)
-        if known is not None and known.fn is not spec.fn:
-            raise ToolDefinitionError(
-                f"two tools are named {spec.name}: {_qualified(known.fn)} and "
-                f"{_qualified(spec.fn)}: rename one with @tool(name=...)"
-            )
-        self.tools[spec.name] = spec
-
-    @overload
-    def tool(self, name: F, /) -> F: ...
-    @overload
-    def tool(self, name: str | None = None, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
-    def tool(self, name: Any = None, **options: Unpack[ToolOptions]) -> Any:
-        """:func:`tool`, and add the result to this registry (tests, ad hoc registries)."""
-        if name is not None and not isinstance(name, str):
-            return self.tool()(name)
-
-        def mark_and_add(fn: F) -> F:
-            marked = tool(name, **options)(fn)
-            self.add(getattr(marked, _MARK))
-            return marked
-
-        return mark_and_add
-
-    def get(self, name: str) -> Tool | None:
-        return self.tools.get(name)
-
-    def queues(self) -> set[str]:
-        """The queues the tools name (tools without one use the default queue)."""
-        return {spec.queue for spec in self.tools.values() if spec.queue}
-
-
-def _qualified(fn: Callable[..., Any]) -> str:
-    """``module.function (file:line)``: which of two tools of one name is which."""
-    name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
-    return f"{name} ({where(fn)})"
-
-
-def _import(module_name: str) -> Any:
-    """Import a tool module; a failure becomes one line at the user's file and line."""
-    try:
-        return importlib.import_module(module_name)
-    except ToolDefinitionError:
-        raise  # one line already, at the declaration
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name or module_name.startswith(f"{exc.name}."):
-            raise  # the module itself is not there: the caller says where modules are found
-        raise ToolModuleError(_failure(module_name, exc)) from exc
-    except Exception as exc:
-        raise ToolModuleError(_failure(module_name, exc)) from exc
-
-
-def _failure(module_name: str, exc: BaseException) -> str:
-    lines = str(exc.msg if isinstance(exc, SyntaxError) else exc).strip().splitlines()
-    detail = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-    if isinstance(exc, SyntaxError) and exc.filename:
-        # Where the user's code is wrong (not the importing line of mcpq's, which is the only
-        # frame of a module that does not compile).
-        detail += f" ({exc.filename}:{exc.lineno})"
-    elif not isinstance(exc, ModuleNotFoundError) and (place := _user_frame(exc)):
-        detail += f" ({place})"
-    return f"module {module_name!r} failed to import: {detail}"
-
-
-_OURS = str(Path(__file__).resolve().parent)
-_LIBRARIES = {sysconfig.get_paths()[key] for key in ("stdlib", "purelib", "platlib")}
-
-
-def _user_frame(exc: BaseException) -> str:
-    """The deepest frame of the user's own code: not importlib's, not mcpq's machinery here,
-    preferably not a library's (an error raised inside one is shown at the user's call)."""
-    frames = [
-        frame
-        for frame in traceback.extract_tb(exc.__traceback__)
-        if not frame.filename.startswith("<frozen")
-        and "importlib" not in frame.filename
-        and not str(Path(frame.filename).resolve()).startswith(_OURS)
-    ]
-    own = [f for f in frames if not f.filename.startswith(tuple(_LIBRARIES))]
-    chosen = (own or frames)[-1:]
-    return f"{chosen[0].filename}:{chosen[0].lineno}" if chosen else ""

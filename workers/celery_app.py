@@ -28,11 +28,11 @@ from celery.exceptions import CPendingDeprecationWarning, Ignore
 from mcpq.shared import logs, redis_tls
 from mcpq.shared.celery_config import broker_is_store, celery_config
 from mcpq.shared.jobs import read_run
+from mcpq.shared.registry import Registry
 from mcpq.shared.settings import Settings
 from mcpq.shared.store import open_store
 from mcpq.shared.store.clients import store_keys, sync_client
 from mcpq.shared.store.wakeups import Wakeups
-from mcpq.shared.tools import Registry
 from mcpq.workers import run_metrics, solo
 from mcpq.workers.heartbeat import LeaseKeeper
 from mcpq.workers.io_pool import current_slot

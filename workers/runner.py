@@ -31,11 +31,12 @@ from mcpq.shared.errors import (
 )
 from mcpq.shared.jobs import Run
 from mcpq.shared.logs import task_hash
+from mcpq.shared.registry import Registry
 from mcpq.shared.results import call_tool_result, error_result
 from mcpq.shared.settings import Settings
 from mcpq.shared.store import Reply, TaskRecord, TaskStatus, TaskStore
 from mcpq.shared.store.wakeups import Wakeups, Watch
-from mcpq.shared.tools import Registry, Tool
+from mcpq.shared.tools import Tool
 from mcpq.workers import solo
 from mcpq.workers.async_context import AsyncRunContext
 from mcpq.workers.context import RunContext

@@ -16,8 +16,8 @@ from types import FrameType
 
 from mcpq.shared import logs
 from mcpq.shared.jobs import Run
+from mcpq.shared.registry import Registry
 from mcpq.shared.settings import Settings
-from mcpq.shared.tools import Registry
 from mcpq.workers.celery_app import build_run_deps
 from mcpq.workers.runner import RunControl, run_task
 

@@ -13,8 +13,8 @@ import falcon
 import falcon.asgi
 
 from mcpq.shared import jsonutil
+from mcpq.shared.registry import Registry
 from mcpq.shared.settings import Settings
-from mcpq.shared.tools import Registry
 
 
 def document(settings: Settings, registry: Registry) -> dict[str, Any]:

@@ -24,9 +24,9 @@ from mcpq.frontend.producer import broker_queue_depths
 from mcpq.ops.dev.state import running_dev
 from mcpq.shared.celery_config import broker_is_store, celery_config
 from mcpq.shared.redis_urls import redact_url
+from mcpq.shared.registry import Registry
 from mcpq.shared.settings import Settings
 from mcpq.shared.store import StatsSnapshot, TaskStatus, open_store
-from mcpq.shared.tools import Registry
 
 
 @dataclass

@@ -24,7 +24,8 @@ from typing import Any
 _CHECK = """
 import json, sys
 modules = sys.argv[1:]
-from mcpq.shared.tools import Registry, ToolDefinitionError, ToolModuleError
+from mcpq.shared.tools import ToolDefinitionError
+from mcpq.shared.registry import Registry, ToolModuleError
 try:
     registry = Registry.from_modules(modules)
 except (ToolDefinitionError, ToolModuleError) as exc:  # one line already, at the user's code
@@ -140,7 +141,8 @@ def tool_modules_problem(modules: Sequence[str]) -> str | None:
     user's file and line, not a traceback from each server process."""
     if missing := missing_module(modules):
         return missing
-    from mcpq.shared.tools import Registry, ToolDefinitionError, ToolModuleError
+    from mcpq.shared.registry import Registry, ToolModuleError
+    from mcpq.shared.tools import ToolDefinitionError
 
     saved = list(sys.path)
     sys.path.insert(0, os.getcwd())  # where the servers will look (see missing_module)

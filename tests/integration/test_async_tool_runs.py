@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from mcpq.shared.jobs import Run
+from mcpq.shared.registry import Registry
 from mcpq.shared.settings import Settings
 from mcpq.shared.store import TaskStatus
 from mcpq.shared.store.clients import sync_client
 from mcpq.shared.store.keyspace import Keys
 from mcpq.shared.store.wakeups import Wakeups
-from mcpq.shared.tools import Registry, ToolContext
+from mcpq.shared.tools import ToolContext
 from mcpq.workers.heartbeat import LeaseKeeper
 from mcpq.workers.outcomes import RunOutcome
 from mcpq.workers.runner import RunControl, RunDeps, run_task

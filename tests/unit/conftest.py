@@ -12,8 +12,8 @@ import falcon.testing
 import pytest
 
 from mcpq.frontend.app import create_app
+from mcpq.shared.registry import Registry
 from mcpq.shared.store import AsyncTaskStore, Keys, WebStore, web_store
-from mcpq.shared.tools import Registry
 from tests.unit.fakes import SETTINGS, FakeProducer, FakeWorker, ListHeaders, Mcp, registry
 
 

@@ -16,6 +16,7 @@ import orjson
 from falcon.util.sync import async_to_sync
 
 from mcpq.shared.jobs import Run
+from mcpq.shared.registry import Registry
 from mcpq.shared.settings import Settings
 from mcpq.shared.store import (
     AsyncTaskStore,
@@ -32,7 +33,7 @@ from mcpq.shared.store import (
 from mcpq.shared.store import Reply as StoreReply
 from mcpq.shared.store.api_keys import ApiKeys
 from mcpq.shared.store.calls import ScriptCall
-from mcpq.shared.tools import Registry, ToolContext, elicitation, sampling
+from mcpq.shared.tools import ToolContext, elicitation, sampling
 
 T = TypeVar("T")
 PV = "2026-07-28"

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from mcpq import App, Context, ToolContext
-from mcpq.shared.tools import Registry, ToolDefinitionError
+from mcpq.shared.registry import Registry
+from mcpq.shared.tools import ToolDefinitionError
 from tests.unit.fakes import Mcp
 
 MODULE = "tests.support.app_tools"

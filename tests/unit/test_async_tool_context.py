@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from mcpq.shared.errors import TaskCancelled
+from mcpq.shared.registry import Registry
 from mcpq.shared.store import InputPoll, Reply, StepStart, TaskStatus
-from mcpq.shared.tools import Answer, Registry, ToolContext
+from mcpq.shared.tools import Answer, ToolContext
 from mcpq.workers.async_context import ROUND_TRIP_THREADS, AsyncRunContext
 from mcpq.workers.context import RunContext
 from mcpq.workers.execution import ToolCall

@@ -11,9 +11,10 @@ from typing import Annotated, Any
 import pytest
 from pydantic import Field
 
+from mcpq.shared.registry import Registry
 from mcpq.shared.results import call_tool_result
 from mcpq.shared.tool_signature import ToolDefinitionError
-from mcpq.shared.tools import Registry, tool
+from mcpq.shared.tools import tool
 from tests.unit.fakes import Mcp
 
 registry = Registry()

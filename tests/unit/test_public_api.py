@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import mcpq
-from mcpq.shared.tools import Registry
+from mcpq.shared.registry import Registry
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "tests" / "support" / "public_api_tools.py"

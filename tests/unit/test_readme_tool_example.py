@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpq.shared.tools import Registry
+from mcpq.shared.registry import Registry
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

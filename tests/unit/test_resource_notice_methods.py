@@ -28,13 +28,13 @@ from mcpq.frontend import notices
 from mcpq.frontend.app import create_app
 from mcpq.frontend.principal import Principal
 from mcpq.shared.protocol import META_SUBSCRIPTION_ID
+from mcpq.shared.registry import Registry
 from mcpq.shared.sealing import new_data_key
 from mcpq.shared.store import AsyncTaskStore, Keys, resource_events, task_ref, web_store
 from mcpq.shared.store import announce as announcing
 from mcpq.shared.store.payloads import Payloads
 from mcpq.shared.store.resource_events import uri_digest
 from mcpq.shared.store.sync import TaskStore
-from mcpq.shared.tools import Registry
 from tests.unit.fakes import Mcp, Reply
 
 V = "2025-11-25"

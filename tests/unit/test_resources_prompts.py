@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from mcpq import App, EmbeddedResource, Image, Message, ToolError
-from mcpq.shared.tools import Registry
+from mcpq.shared.registry import Registry
 from tests.unit.fakes import Mcp, meta
 from tests.unit.test_legacy import Session
 

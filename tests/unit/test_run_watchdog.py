@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from mcpq.shared.errors import TaskCancelled
+from mcpq.shared.registry import Registry
 from mcpq.shared.settings import Settings
 from mcpq.shared.store import Renewal, Reply, StepStart, TaskStatus
-from mcpq.shared.tools import Registry, ToolContext
+from mcpq.shared.tools import ToolContext
 from mcpq.workers.context import RunContext
 from mcpq.workers.heartbeat import KeptRun, LeaseKeeper, Watchdog
 from mcpq.workers.interrupts import RunSuperseded

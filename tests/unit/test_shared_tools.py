@@ -6,9 +6,9 @@ from typing import Any, Literal
 
 import pytest
 
+from mcpq.shared.registry import Registry
 from mcpq.shared.tools import (
     ArgumentsInvalid,
-    Registry,
     Tool,
     ToolContext,
     elicitation,

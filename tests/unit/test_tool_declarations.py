@@ -14,12 +14,11 @@ from typing import Any, Optional
 
 import pytest
 
+from mcpq.shared.registry import Registry, ToolModuleError
 from mcpq.shared.tools import (
-    Registry,
     Tool,
     ToolContext,
     ToolDefinitionError,
-    ToolModuleError,
     tool,
 )
 

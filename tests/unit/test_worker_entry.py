@@ -12,7 +12,7 @@ import sys
 import pytest
 from celery import Celery
 
-from mcpq.shared.tools import Registry
+from mcpq.shared.registry import Registry
 from mcpq.workers.broker_watch import Configured
 from mcpq.workers.celery_app import create_worker_app
 from mcpq.workers.io_pool import HandsBackRuns
