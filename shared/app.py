@@ -31,13 +31,19 @@ a module of ``@tool`` functions.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Unpack, overload
 
 from mcpq.shared.errors import StoreUnavailable
-from mcpq.shared.prompts import PROMPT_MARK, Prompt, prompt
+from mcpq.shared.prompts import PROMPT_MARK, Prompt, PromptOptions, prompt
 from mcpq.shared.registry import Registry
-from mcpq.shared.resources import RESOURCE_MARK, Completer, Resource, ResourceTemplate, resource
+from mcpq.shared.resources import (
+    RESOURCE_MARK,
+    Resource,
+    ResourceOptions,
+    ResourceTemplate,
+    resource,
+)
 from mcpq.shared.tools import APP_MARK, F, Tool, ToolOptions
 
 if TYPE_CHECKING:
@@ -98,27 +104,9 @@ class App:
         return self.registry.tool(name, **options)
 
     # -- resources and prompts (``mcpq.shared.resources``, ``mcpq.shared.prompts``) -----------
-    def resource(
-        self,
-        uri: str,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        mime_type: str | None = None,
-        scopes: Iterable[str] = (),
-        complete: dict[str, Completer] | None = None,
-    ) -> Callable[[F], F]:
+    def resource(self, uri: str, **options: Unpack[ResourceOptions]) -> Callable[[F], F]:
         """Declare the resource (or, with ``{variables}``, the template) at ``uri``."""
-        marking = resource(
-            uri,
-            name=name,
-            title=title,
-            description=description,
-            mime_type=mime_type,
-            scopes=scopes,
-            complete=complete,
-        )
+        marking = resource(uri, **options)
 
         def add(fn: F) -> F:
             marked = marking(fn)
@@ -131,15 +119,9 @@ class App:
     def prompt(self, name: F, /) -> F: ...
     @overload
     def prompt(
-        self,
-        name: str | None = None,
-        *,
-        title: str | None = None,
-        description: str | None = None,
-        scopes: Iterable[str] = (),
-        complete: dict[str, Completer] | None = None,
+        self, name: str | None = None, **options: Unpack[PromptOptions]
     ) -> Callable[[F], F]: ...
-    def prompt(self, name: Any = None, **options: Any) -> Any:
+    def prompt(self, name: Any = None, **options: Unpack[PromptOptions]) -> Any:
         """Declare a prompt of this app (bare ``@app.prompt`` or with options)."""
         if name is not None and not isinstance(name, str):
             return self.prompt()(name)

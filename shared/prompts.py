@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
 
 import pydantic
 
@@ -128,33 +128,26 @@ def messages(value: Any) -> list[JsonObject]:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class PromptOptions(TypedDict, total=False):
+    """What ``@prompt(...)`` and ``@app.prompt(...)`` take besides the name."""
+
+    title: str | None
+    description: str | None
+    scopes: Iterable[str]
+    complete: dict[str, Completer] | None
+
+
 @overload
 def prompt(name: F, /) -> F: ...
 @overload
-def prompt(
-    name: str | None = None,
-    *,
-    title: str | None = None,
-    description: str | None = None,
-    scopes: Iterable[str] = (),
-    complete: dict[str, Completer] | None = None,
-) -> Callable[[F], F]: ...
-def prompt(
-    name: Any = None,
-    *,
-    title: str | None = None,
-    description: str | None = None,
-    scopes: Iterable[str] = (),
-    complete: dict[str, Completer] | None = None,
-) -> Any:
+def prompt(name: str | None = None, **options: Unpack[PromptOptions]) -> Callable[[F], F]: ...
+def prompt(name: Any = None, **options: Unpack[PromptOptions]) -> Any:
     """Declare a function a prompt (bare ``@prompt`` or with options), like ``@tool``."""
     if name is not None and not isinstance(name, str):
         return prompt()(name)
 
     def mark(fn: F) -> F:
-        spec = declare(
-            fn, name=name, title=title, description=description, scopes=scopes, complete=complete
-        )
+        spec = declare(fn, name=name, **options)
         setattr(fn, PROMPT_MARK, spec)
         return fn
 

@@ -26,7 +26,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 from urllib.parse import unquote
 
 import pydantic
@@ -234,30 +234,23 @@ def _one(uri: str, value: Any, mime_type: str | None) -> JsonObject:
     return entry
 
 
-def resource(
-    uri: str,
-    *,
-    name: str | None = None,
-    title: str | None = None,
-    description: str | None = None,
-    mime_type: str | None = None,
-    scopes: Iterable[str] = (),
-    complete: dict[str, Completer] | None = None,
-) -> Callable[[F], F]:
+class ResourceOptions(TypedDict, total=False):
+    """What ``@resource(uri, ...)`` and ``@app.resource(uri, ...)`` take besides the URI."""
+
+    name: str | None
+    title: str | None
+    description: str | None
+    mime_type: str | None
+    scopes: Iterable[str]
+    complete: dict[str, Completer] | None
+
+
+def resource(uri: str, **options: Unpack[ResourceOptions]) -> Callable[[F], F]:
     """Declare a function the resource (or, with ``{variables}``, the template) at ``uri``.
     Served where its module is loaded (``MCPQ_TOOLS``), like a ``@tool``."""
 
     def mark(fn: F) -> F:
-        spec = declare(
-            fn,
-            uri,
-            name=name,
-            title=title,
-            description=description,
-            mime_type=mime_type,
-            scopes=scopes,
-            complete=complete,
-        )
+        spec = declare(fn, uri, **options)
         setattr(fn, RESOURCE_MARK, spec)
         return fn
 
