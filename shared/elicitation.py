@@ -21,6 +21,8 @@ from typing import Any, Generic, Literal, TypeVar
 
 import pydantic
 
+from mcpq.shared.errors import ToolError
+
 M = TypeVar("M")
 
 Action = Literal["accept", "decline", "cancel"]
@@ -123,3 +125,18 @@ def _is_primitive(schema: dict[str, Any]) -> bool:
 
 def _name(model: type[Any]) -> str:
     return getattr(model, "__name__", repr(model))
+
+
+def url_result(answer: dict[str, Any]) -> Elicited[None]:
+    """The result of a URL-mode question (``ctx.elicit_url``): whether the user went there."""
+    action = answer.get("action")
+    if action not in ("accept", "decline", "cancel"):
+        raise ToolError(f"The URL elicitation's answer has no known action: {action!r}")
+    return Elicited(action, None)
+
+
+def one_model(schema: Any, response_type: Any) -> Any:
+    """The model of a typed ``elicit``: ``schema=`` or ``response_type=``, exactly one."""
+    if (schema is None) == (response_type is None):
+        raise TypeError("elicit: give the form as schema=Model (or response_type=Model), once")
+    return schema if schema is not None else response_type

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import math
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar, overload
 
-from mcpq.shared.bounds import LimitExceeded, check_bytes, shorten
-from mcpq.shared.elicitation import Elicited, form
-from mcpq.shared.errors import StoreUnavailable, TaskCancelled, ToolError
+from mcpq.shared.bounds import LimitExceeded, check_bytes
+from mcpq.shared.elicitation import Elicited, form, one_model, url_result
+from mcpq.shared.errors import StoreUnavailable, ToolError
 from mcpq.shared.resources import ResourceNotFound, TemplateArgumentsInvalid
 from mcpq.shared.resources import read as read_resource
 from mcpq.shared.store import InputPoll, Reply, StepStart, TaskStatus, TaskStore
@@ -31,7 +30,6 @@ from mcpq.shared.tool_context import (
     Contents,
     Done,
     InputRequest,
-    LogLevel,
     capability_names,
     elicitation,
     missing_capabilities,
@@ -39,9 +37,9 @@ from mcpq.shared.tool_context import (
     step_key,
     url_elicitation,
 )
-from mcpq.workers import tool_logs
-from mcpq.workers.interrupts import RunParked, RunSuperseded
-from mcpq.workers.reports import PendingReport, Report, ReportFlusher
+from mcpq.workers.interrupts import RunParked, raise_for
+from mcpq.workers.reports import PendingReport, ReportFlusher
+from mcpq.workers.run_reports import RunReports
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -56,17 +54,10 @@ _STOPPED = {TaskStatus.CANCELLED, None}  # None: the task is gone (expired)
 _KIND = {"elicitation/create": "elicit", "sampling/createMessage": "sample", "roots/list": "roots"}
 
 
-def raise_for(reply: Reply) -> None:
-    """Turn the fence's refusal of a write into the matching control-flow exception: the task
-    ended (for a running tool that can only be a cancel), or this run lost it."""
-    if reply is Reply.TERMINAL:
-        raise TaskCancelled()
-    if reply in {Reply.GONE, Reply.SUPERSEDED}:
-        raise RunSuperseded()
-    raise RuntimeError(f"unexpected reply from the store: {reply}")
+class RunContext(RunReports):
+    """The context of one run (``ToolContext``): its waits, questions and steps; its reports and
+    log messages come from :class:`~mcpq.workers.run_reports.RunReports`."""
 
-
-class RunContext:
     def __init__(
         self,
         store: TaskStore,
@@ -165,95 +156,6 @@ class RunContext:
     def prelude(self) -> dict[str, Any]:
         return self._prelude
 
-    def report(self, message: str) -> Done:
-        return self._status(message)
-
-    def report_progress(
-        self, progress: float, total: float | None = None, message: str | None = None
-    ) -> Done:
-        for name, value in (("progress", progress), ("total", total)):
-            if value is not None and not (isinstance(value, int | float) and math.isfinite(value)):
-                raise TypeError(f"report_progress: {name} must be a finite number, not {value!r}")
-        if message is None:
-            message = (
-                _number(progress) if total is None else f"{_number(progress)}/{_number(total)}"
-            )
-        return self._status(message, float(progress), None if total is None else float(total))
-
-    def _status(
-        self, message: str, progress: float | None = None, total: float | None = None
-    ) -> Done:
-        with self._inside():
-            # Shortened, not refused: a status line is for people, and stored for every poll.
-            text = shorten(message, self._max_message_chars)
-            if self._reports is None:
-                reply = self._store.report(self.ref, self.gen, text, progress=progress, total=total)
-                if reply is not Reply.OK:
-                    raise_for(reply)
-                return DONE
-            # Written later (mcpq.workers.reports); a cancel this worker knows of still stops here.
-            if self.cancel_seen.is_set():
-                raise_for(self._stopped_by)
-            if self._pending.set(text, self._store.now_ms(), progress, total):
-                self._reports.schedule(self._pending)
-        return DONE
-
-    def log(self, level: LogLevel, data: Any, *, logger_name: str | None = None) -> Done:
-        with self._inside():
-            params = tool_logs.entry(level, data, logger_name, self._tool)
-            if self.cancel_seen.is_set():
-                raise_for(self._stopped_by)
-            if not self._keep_logs:
-                return DONE  # a task's: the worker's log only (no stream may carry it)
-            self._logged += 1
-            first, full = self._pending.add_log(params, self._logged)
-            if self._reports is None or full:
-                self._flush_report()
-            elif first:
-                self._reports.schedule(self._pending)
-        return DONE
-
-    def debug(self, data: Any, *, logger_name: str | None = None) -> Done:
-        return self.log("debug", data, logger_name=logger_name)
-
-    def info(self, data: Any, *, logger_name: str | None = None) -> Done:
-        return self.log("info", data, logger_name=logger_name)
-
-    def warning(self, data: Any, *, logger_name: str | None = None) -> Done:
-        return self.log("warning", data, logger_name=logger_name)
-
-    def error(self, data: Any, *, logger_name: str | None = None) -> Done:
-        return self.log("error", data, logger_name=logger_name)
-
-    def _write_report(self, report: Report) -> Reply:
-        return self._store.report(
-            self.ref,
-            self.gen,
-            report.message,
-            report.count,
-            report.at_ms,
-            progress=report.progress,
-            total=report.total,
-            logs=report.logs,
-            first_log=report.first_log,
-        )
-
-    def discard_report(self) -> None:
-        """The run ends: its final write replaces any report still pending."""
-        self._pending.discard()
-
-    def flush_logs(self) -> None:
-        """Before the run's final write: the log messages still pending, so that the call's
-        stream sends them before its result (a refusal is the final write's to report)."""
-        self._pending.discard()
-        self._pending.flush()
-
-    def _flush_report(self) -> None:
-        """Before another write of this run: its pending report first, so they stay in order."""
-        reply = self._pending.flush()
-        if reply is not Reply.OK:
-            raise_for(reply)
-
     def sleep(self, seconds: float) -> Done:
         with self._inside():
             if seconds <= 0:
@@ -325,7 +227,7 @@ class RunContext:
     def elicit_question(self, message: str, schema: Any, response_type: Any) -> Question:
         if isinstance(schema, dict) and response_type is None:
             return elicitation(message, schema), Answer
-        asked = form(_one_model(schema, response_type))
+        asked = form(one_model(schema, response_type))
         return elicitation(message, asked.schema), asked.result
 
     def url_question(self, message: str, url: str, elicitation_id: str | None) -> Question:
@@ -334,7 +236,7 @@ class RunContext:
             # so the client sees one elicitation however often the run is re-made.
             seed = f"{self.ref}\x00url-{self._asked + 1}".encode()
             elicitation_id = hashlib.sha256(seed).hexdigest()[:32]
-        return url_elicitation(message, url, elicitation_id), _url_result
+        return url_elicitation(message, url, elicitation_id), url_result
 
     @overload
     def elicit(self, message: str, schema: dict[str, Any]) -> Answer: ...
@@ -496,24 +398,3 @@ class RunContext:
             raise RunParked()
         if reply is not Reply.ANSWERED:
             raise_for(reply)
-
-
-def _url_result(answer: dict[str, Any]) -> Elicited[None]:
-    action = answer.get("action")
-    if action not in ("accept", "decline", "cancel"):
-        raise ToolError(f"The URL elicitation's answer has no known action: {action!r}")
-    return Elicited(action, None)
-
-
-def _number(value: float) -> str:
-    """A progress number for people: 2100000, not 2.1e+06; 1.5; 0.3333."""
-    if float(value).is_integer():
-        return str(int(value))
-    return f"{value:.4f}".rstrip("0").rstrip(".")
-
-
-def _one_model(schema: Any, response_type: Any) -> Any:
-    """The model of a typed ``elicit``: ``schema=`` or ``response_type=``, exactly one."""
-    if (schema is None) == (response_type is None):
-        raise TypeError("elicit: give the form as schema=Model (or response_type=Model), once")
-    return schema if schema is not None else response_type

@@ -4,13 +4,13 @@ sets, against two web replicas behind a round-robin proxy with no affinity.
 
 The stack: its own redis-server, two web processes, two Celery workers (io pool: a run waiting
 for an answer keeps its slot for ``MCPQ_INPUT_HOLD_S``), serving the suite's fixtures
-(``mcpq.conformance_fixtures`` for the tasks scenarios, ``mcpq.conformance_server`` for the
-rest). ``mcpq.ops.harness.round_robin_proxy`` sends each request to the next replica, so an
-MRTR retry, a 2025-era session's next POST and its answers to the server's questions all land
-on another replica than the request before. ``run_requirements`` runs both revisions' sets side
-by side, once per test run (module scope), each ``node ... server --requirements R``: the
-scored scenarios, and the ones it runs unscored (the tasks extension, the pending SEP-2243,
-JSON Schema 2020-12 and SSE-polling scenarios).
+(``mcpq.conformance_fixtures`` for the tasks scenarios, ``mcpq.conformance_server`` and
+``mcpq.conformance_questions`` for the rest). ``mcpq.ops.harness.round_robin_proxy`` sends each
+request to the next replica, so an MRTR retry, a 2025-era session's next POST and its answers to
+the server's questions all land on another replica than the request before. ``run_requirements``
+runs both revisions' sets side by side, once per test run (module scope), each ``node ... server
+--requirements R``: the scored scenarios, and the ones it runs unscored (the tasks extension,
+the pending SEP-2243, JSON Schema 2020-12 and SSE-polling scenarios).
 
 What is pinned, per revision, so that any change shows:
 
@@ -45,7 +45,7 @@ from tests.support.stacks import LiveStack
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(420)]
 
-TOOLS = "mcpq.conformance_server,mcpq.conformance_fixtures"
+TOOLS = "mcpq.conformance_server,mcpq.conformance_questions,mcpq.conformance_fixtures"
 REPLICAS = 2
 WORKER_SLOTS = 8
 
