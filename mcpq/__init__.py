@@ -17,7 +17,7 @@ from mcpq.shared.app import App, resource_updated
 from mcpq.shared.content import Audio, EmbeddedResource, Image
 from mcpq.shared.elicitation import Elicited
 from mcpq.shared.errors import ProtocolError, TaskCancelled, ToolError
-from mcpq.shared.prompts import Message, prompt
+from mcpq.shared.prompts import Answered, Message, prompt
 from mcpq.shared.resources import resource
 from mcpq.shared.tools import InputRequest, ToolContext, elicitation, sampling, tool
 
@@ -25,6 +25,7 @@ from mcpq.shared.tools import InputRequest, ToolContext, elicitation, sampling, 
 Context = ToolContext
 
 __all__ = [
+    "Answered",
     "App",
     "Audio",
     "Context",

@@ -6,7 +6,8 @@ Served after ``mcpq.conformance_server`` (whose first tool the suite calls first
 ``mcpq.conformance_fixtures``; the same rules as those: the suite's names and outputs, plain
 ``@tool`` functions, raw JSON schemas sent as written. ``test_input_required_result_capabilities``
 asks only what the caller declared it can answer (an ``ask_first`` of two parameters gets the
-client's capabilities)."""
+client's capabilities). ``test_input_required_result_prompt`` is a prompt that asks the same
+way (``prompts/get`` rounds)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from mcpq import Context, InputRequest, elicitation, sampling, tool
+from mcpq import Answered, Context, InputRequest, elicitation, prompt, sampling, tool
 from mcpq.conformance_server import _NAME, _OK, _elicited, _form, _text
 
 
@@ -236,3 +237,20 @@ def _ask_both(arguments: dict[str, Any], capabilities: dict[str, Any]) -> dict[s
 def test_input_required_result_capabilities(ctx: Context) -> str:
     """MRTR that asks only what the client declared it can answer (elicitation, sampling)."""
     return f"capabilities-ok: received {', '.join(sorted(ctx.prelude))}"
+
+
+_CONTEXT = {
+    "type": "object",
+    "properties": {"context": {"type": "string"}},
+    "required": ["context"],
+}
+
+
+def _ask_context(arguments: dict[str, Any]) -> dict[str, InputRequest]:
+    return {"user_context": elicitation("What context should the prompt use?", _CONTEXT)}
+
+
+@prompt(ask_first=_ask_context)
+def test_input_required_result_prompt(answers: Answered) -> str:
+    """MRTR on prompts/get: asks for context, then renders a prompt with it."""
+    return f"Use this context: {_form(answers['user_context']).get('context', '')}"

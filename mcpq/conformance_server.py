@@ -11,21 +11,16 @@ plain result (``http-header-validation`` calls whichever tool is listed first), 
 prompt has a description (``tools-list``, ``prompts-list``), and the first resource is a cheap
 read (``caching`` reads it). Questions are raw JSON schemas, sent exactly as written.
 
-What the suite asks for and mcpq cannot serve yet (see ``tests/conformance``, which pins each
-such failure with its cause):
+The tools and the prompt that ask the client (mid-run, and the ``input-required-result-*``
+family) are ``mcpq.conformance_questions``.
 
-- ``test_input_required_result_prompt``: a prompt that asks through MRTR. A prompt gets no
-  context and ``prompts/get`` has no ``input_required`` round, so it is not declared.
+What the suite asks for and mcpq serves differently or not at all:
 
-The tools that ask the client (mid-run, and the ``input-required-result-*`` family) are
-``mcpq.conformance_questions``.
 - ``test_trigger_tool_change`` / ``test_trigger_prompt_change``: no public API announces a
   changed tool or prompt list (a list changes when a replica starts serving another one); they
   use mcpq's own nudge (``mcpq.shared.store.announce``), and change nothing.
 - ``test_reconnection`` (``server-sse-polling``): a tool cannot close its response stream for
   the client to resume it (``Last-Event-ID``); not declared.
-- ``json_schema_2020_12_tool``: an input schema comes from the function's signature, so the
-  top-level ``$schema``, ``allOf`` and ``if``/``then``/``else`` cannot be declared.
 """
 
 from __future__ import annotations
@@ -34,7 +29,7 @@ import base64
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from mcpq import (
     Audio,
@@ -212,19 +207,37 @@ def test_streaming_elicitation(ctx: Context) -> str:
 
 
 # -- tools: schemas and headers ------------------------------------------------------------------
-class address(BaseModel):  # noqa: N801 -- the suite reads inputSchema.$defs.address
-    """A postal address."""
+#: The suite's schema (json-schema-2020-12), declared as written: a signature cannot say the
+#: top-level $schema, allOf/anyOf across arguments or if/then/else.
+_CONTACT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
 
-    model_config = ConfigDict(json_schema_extra={"$anchor": "addressDef"})
 
-    street: str | None = None
-    city: str | None = None
-
-
-@tool(task="never")
+@tool(task="never", input_schema=_CONTACT_SCHEMA)
 def json_schema_2020_12_tool(
     name: str | None = None,
-    address: address | None = None,
+    address: dict[str, str] | None = None,
     contactMethod: Literal["phone", "email"] | None = None,  # noqa: N803 -- the suite's name
     phone: str | None = None,
     email: str | None = None,

@@ -11,11 +11,24 @@ validated, and converted, by its parameter's type: a failure is ``-32602``); its
 description. It returns the messages: a string (one user message), an
 :class:`~mcpq.shared.content.Image` or an :class:`~mcpq.shared.content.EmbeddedResource` (a user
 message holding it), a :class:`Message`, or a list of those.
+
+A prompt that needs something from the client first (2026-07-28's MRTR, SEP-2322) names its
+questions with ``ask_first``, as a tool does; ``prompts/get`` answers ``input_required`` until
+they are answered, and the function gets the answers in a parameter annotated
+:class:`Answered`::
+
+    def ask_context(arguments):
+        return {"context": elicitation("What should the review focus on?", FOCUS)}
+
+    @app.prompt(ask_first=ask_context)
+    def review(code: str, answers: Answered) -> str:
+        return f"Review this, focusing on {answers['context']['content']['focus']}:\n{code}"
 """
 
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
@@ -25,9 +38,15 @@ import pydantic
 from mcpq.shared.content import Audio, EmbeddedResource, Image, block
 from mcpq.shared.resources import Completer
 from mcpq.shared.tool_signature import check_decorated, read_signature, refuse
+from mcpq.shared.tools import Prelude
 
 JsonObject = dict[str, Any]
 PROMPT_MARK = "__mcpq_prompt__"
+
+
+class Answered(dict[str, Any]):
+    """A prompt's answers to its ``ask_first`` questions, by key: each is the client's result
+    (an elicitation's ``{"action", "content"}``, a sampling's message, a roots list)."""
 
 
 class PromptArgumentsInvalid(ValueError):
@@ -54,6 +73,15 @@ class Prompt:
     description: str | None = None
     scopes: tuple[str, ...] = ()
     complete: dict[str, Completer] = field(default_factory=dict)
+    ask_first: Prelude | None = None
+    #: The parameter that gets the :class:`Answered` (``None``: the function takes none).
+    answers_param: str | None = None
+
+    def render(self, arguments: dict[str, Any], answered: dict[str, Any]) -> Any:
+        """Call the function (on the web's user-code threads: ``mcpq.frontend.user_code``)."""
+        if self.answers_param is None:
+            return self.fn(**arguments)
+        return self.fn(**arguments, **{self.answers_param: Answered(answered)})
 
     @property
     def listed_arguments(self) -> list[JsonObject]:
@@ -96,17 +124,44 @@ def declare(
     description: str | None = None,
     scopes: Iterable[str] = (),
     complete: dict[str, Completer] | None = None,
+    ask_first: Prelude | None = None,
 ) -> Prompt:
     check_decorated(fn, name)
     label = name or fn.__name__
-    signature = read_signature(label, fn)
+    answers_param = _answers_param(fn, label)
+    if answers_param is not None and ask_first is None:
+        raise refuse(fn, f"prompt {label!r}: {answers_param!r} gets answers only with ask_first=")
+    skip = frozenset({answers_param}) if answers_param else frozenset()
+    signature = read_signature(label, fn, skip)
     if signature.context is not None:
         raise refuse(fn, f"prompt {label!r}: a prompt gets no context; drop {signature.context!r}")
     unknown = set(complete or {}) - set(signature.args_model.model_fields)
     if unknown:
         raise refuse(fn, f"prompt {label!r}: complete= names no argument {sorted(unknown)}")
     doc = description or inspect.getdoc(fn)
-    return Prompt(label, fn, signature.args_model, title, doc, tuple(scopes), dict(complete or {}))
+    return Prompt(
+        label,
+        fn,
+        signature.args_model,
+        title,
+        doc,
+        tuple(scopes),
+        dict(complete or {}),
+        ask_first,
+        answers_param,
+    )
+
+
+def _answers_param(fn: Callable[..., Any], label: str) -> str | None:
+    """The parameter annotated :class:`Answered`, if any (one at most)."""
+    try:
+        hints = typing.get_type_hints(inspect.unwrap(fn))
+    except Exception:  # an unresolvable annotation: read_signature names it
+        return None
+    found = [n for n, t in hints.items() if isinstance(t, type) and issubclass(t, Answered)]
+    if len(found) > 1:
+        raise refuse(fn, f"prompt {label!r} has {len(found)} Answered parameters: keep one")
+    return found[0] if found else None
 
 
 def messages(value: Any) -> list[JsonObject]:
@@ -135,6 +190,8 @@ class PromptOptions(TypedDict, total=False):
     description: str | None
     scopes: Iterable[str]
     complete: dict[str, Completer] | None
+    #: Questions for the client before the prompt renders (MRTR, 2026-07-28), as a tool's.
+    ask_first: Prelude | None
 
 
 @overload

@@ -105,10 +105,12 @@ class Signature:
     args_model: type[pydantic.BaseModel]
 
 
-def read_signature(tool_name: str, fn: Callable[..., Any]) -> Signature:
-    """The context parameter and the arguments' model of ``fn``; :class:`ToolDefinitionError`
-    for what cannot work."""
-    params = list(inspect.signature(fn).parameters.values())
+def read_signature(
+    tool_name: str, fn: Callable[..., Any], skip: frozenset[str] = frozenset()
+) -> Signature:
+    """The context parameter and the arguments' model of ``fn`` (leaving out the parameters in
+    ``skip``, which the caller fills); :class:`ToolDefinitionError` for what cannot work."""
+    params = [p for p in inspect.signature(fn).parameters.values() if p.name not in skip]
     # The signature follows a wrapper's __wrapped__ (functools.wraps): so do the annotations.
     annotations = _resolved(inspect.unwrap(fn))
     contexts = [p.name for p in params if is_context(annotations.get(p.name, p.annotation))]

@@ -36,6 +36,7 @@ from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
 
 import pydantic
 
+from mcpq.shared.input_schema import InputSchema, InputSchemaError
 from mcpq.shared.resources import Resource, ResourceTemplate
 from mcpq.shared.tool_context import (
     Answer,
@@ -112,6 +113,9 @@ class Tool:
     ``None``: the tool takes no context, and every parameter is an argument."""
     param_headers: dict[str, str] = field(default_factory=dict)
     """Arguments mirrored in ``Mcp-Param-<name>`` headers (SEP-2243 ``x-mcp-header``)."""
+    declared_schema: InputSchema | None = None
+    """The tool's own ``input_schema`` (``mcpq.shared.input_schema``); ``None``: the
+    signature's."""
 
     @property
     def is_async(self) -> bool:
@@ -128,6 +132,8 @@ class Tool:
 
     @property
     def input_schema(self) -> dict[str, Any]:
+        if self.declared_schema is not None:
+            return self.declared_schema.advertised
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         schema.setdefault("properties", {})
@@ -141,6 +147,11 @@ class Tool:
         }
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        # A declared schema first (it may say what the types cannot: allOf, if/then/else),
+        # then the signature's types, which convert the values the function gets.
+        problem = self.declared_schema.problem(arguments) if self.declared_schema else None
+        if problem is not None:
+            raise ArgumentsInvalid(f"Invalid arguments for tool {self.name}: {problem}")
         try:
             model = self.args_model.model_validate(arguments)
         except pydantic.ValidationError as exc:
@@ -193,6 +204,9 @@ class ToolOptions(TypedDict, total=False):
     ask_first: Prelude | None
     max_run_s: float | None
     scopes: Iterable[str]
+    #: The arguments' JSON Schema (2020-12) as written, instead of the one built from the
+    #: signature; arguments are checked against both (``mcpq.shared.input_schema``).
+    input_schema: dict[str, Any] | None
 
 
 # `@tool` bare, `@tool()` and `@tool(task="required")` alike (as in the MCP Python SDK): the
@@ -250,6 +264,8 @@ def tool(name: Any = None, **options: Unpack[ToolOptions]) -> Any:
             tuple(scopes),
             signature.context,
         )
+        if options.get("input_schema") is not None:
+            spec = _with_schema(fn, spec, options["input_schema"])
         headers = param_headers(tool_name, fn, spec.input_schema)
         if headers:
             spec = dataclasses.replace(spec, param_headers=headers)
@@ -257,6 +273,14 @@ def tool(name: Any = None, **options: Unpack[ToolOptions]) -> Any:
         return fn
 
     return mark
+
+
+def _with_schema(fn: Callable[..., Any], spec: Tool, schema: Any) -> Tool:
+    try:
+        declared = InputSchema(schema, set(spec.args_model.model_fields))
+    except InputSchemaError as exc:
+        raise refuse(fn, f"{spec.name}: {exc}") from None
+    return dataclasses.replace(spec, declared_schema=declared)
 
 
 def _task_mode(fn: Callable[..., Any], tool_name: str, task: object) -> TaskMode:

@@ -28,6 +28,26 @@ def require_capabilities(rpc: RpcRequest, requests: dict[str, InputRequest]) -> 
         )
 
 
+def next_round(
+    services: Services,
+    rpc: RpcRequest,
+    requests: dict[str, InputRequest],
+    collected: dict[str, Any],
+    responses: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, InputRequest]]:
+    """The answers so far with this round's added, and the questions still open (each one the
+    client can answer, else -32003). Shared by ``tools/call`` and ``prompts/get``."""
+    # First answer wins: a key answered in an earlier round (inside the sealed state) cannot
+    # be changed by a later retry, so only the keys still open are taken from this one.
+    still_open = {key: request for key, request in requests.items() if key not in collected}
+    s = services.settings
+    collected = collected | answers.accept(still_open, responses, s.max_answers, s.max_answer_bytes)
+    missing = {key: request for key, request in still_open.items() if key not in collected}
+    if missing:
+        require_capabilities(rpc, missing)
+    return collected, missing
+
+
 def gather(
     services: Services,
     seal: StateSeal,
@@ -39,16 +59,10 @@ def gather(
     tool = seal.tool
     assert tool.ask_first is not None
     requests = first_questions(tool.ask_first, seal.arguments, seal.rpc.caps)
-    collected: dict[str, Any] = dict(state.answers) if state is not None else {}
-    # First answer wins: a key answered in an earlier round (inside the sealed state) cannot
-    # be changed by a later retry, so only the keys still open are taken from this one.
-    still_open = {key: request for key, request in requests.items() if key not in collected}
-    s = services.settings
-    collected |= answers.accept(still_open, responses, s.max_answers, s.max_answer_bytes)
-    missing = {key: request for key, request in still_open.items() if key not in collected}
+    so_far: dict[str, Any] = dict(state.answers) if state is not None else {}
+    collected, missing = next_round(services, seal.rpc, requests, so_far, responses)
     if not missing:
         return Gathering(collected, state.once if state is not None else None)
-    require_capabilities(seal.rpc, missing)
     # A random id makes the state single-use: the create it leads to marks it used, in the
     # same script (mcpq.shared.store Admission), so a replay creates no second task.
     token = seal.gathering(collected, secrets.token_urlsafe(16))
