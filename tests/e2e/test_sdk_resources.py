@@ -1,5 +1,6 @@
 """The official Python SDK (``mcp`` 2.3.x) as the client, 2026-07-28: resources, resource
-templates, prompts, completion and log levels, through the SDK's own ``Client`` methods.
+templates, prompts, completion, log levels and ``subscriptions/listen``, through the SDK's own
+``Client`` methods.
 
 The resources and prompts are ``tests.clients.resources_fixture``'s (the real-client tests read
 the same ones on the 2025-era wire), the logging tool ``tests.clients.tools_clients``'s
@@ -16,12 +17,16 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import mcp_types as types
 import pytest
 from mcp import Client, MCPError
+from mcp.client.subscriptions import PromptsListChanged, ResourceUpdated, ToolsListChanged
 
 from mcpq.ops.harness.stack import Stack
 from mcpq.shared.settings import DEFAULT_TOOLS
+from mcpq.shared.store.announce import announce_list_changed, announce_updated
 from tests.clients import resources_fixture as fixture
 from tests.support.anyio_run import run
 from tests.support.stacks import LiveStack
@@ -236,3 +241,40 @@ def test_a_synchronous_call_gets_the_log_messages_of_its_level(
     run(main)
     assert texts == ["logged 4 messages (sdk)", f"logs at the result: {len(expected)}"]
     assert logs == expected
+
+
+def test_a_listener_hears_of_a_change_announced_by_another_process(stack: Stack) -> None:
+    """``Client.listen`` (``subscriptions/listen``): an update of the URI it named and a changed
+    prompt list, announced from this process (not the web's) through Redis; the tool list,
+    which it did not ask about, says nothing. Announced until heard: a notice reaches only the
+    streams open when it is published, and the stream opens on another task of this loop."""
+    uri = "fixture://colors/navy"
+    heard: list[Any] = []
+
+    async def announce_until(done: anyio.Event) -> None:
+        while not done.is_set():
+            await anyio.to_thread.run_sync(announce_list_changed, ["tools"], stack.store())
+            await anyio.to_thread.run_sync(announce_updated, uri, stack.store())
+            await anyio.to_thread.run_sync(announce_list_changed, ["prompts"], stack.store())
+            await anyio.sleep(0.3)
+
+    async def main() -> None:
+        async with sdk(stack) as client, anyio.create_task_group() as tasks:
+            listening = client.listen(resource_subscriptions=[uri], prompts_list_changed=True)
+            async with listening as subscription:
+                honored = subscription.honored
+                assert list(honored.resource_subscriptions or []) == [uri], honored
+                assert honored.prompts_list_changed and not honored.tools_list_changed, honored
+                done = anyio.Event()
+                tasks.start_soon(announce_until, done)
+                with anyio.fail_after(30):
+                    async for event in subscription:
+                        heard.append(event)
+                        if {type(e) for e in heard} == {ResourceUpdated, PromptsListChanged}:
+                            break
+                done.set()
+
+    run(main)
+    assert ResourceUpdated(uri) in heard, heard
+    assert PromptsListChanged() in heard, heard
+    assert not [e for e in heard if isinstance(e, ToolsListChanged)], heard
