@@ -122,6 +122,15 @@ def test_set_level_refuses_an_unknown_level(mcp: Mcp) -> None:
     assert "debug, info" in reply.error["message"]
 
 
+@pytest.mark.parametrize("level", ["loud", "", 3, None])
+def test_a_2026_request_with_an_unknown_log_level_is_32602(mcp: Mcp, level: object) -> None:
+    params_meta = {**meta(opt_in=False), META_LOG_LEVEL: level}
+    reply = mcp.call("quick", {"x": 1}, opt_in=False, extra={"_meta": params_meta})
+    assert reply.code() == (400, -32602)
+    assert "debug, info, notice" in reply.error["message"]
+    assert mcp.producer.calls == [], "refused before anything runs"
+
+
 def test_set_level_is_not_a_2026_method(mcp: Mcp) -> None:
     reply = mcp.post("logging/setLevel", {"level": "info"}, opt_in=False)
     assert reply.code()[1] == -32601
