@@ -1,10 +1,11 @@
 """``mcpq tools [MODULE...]``: what tool modules declare, without starting anything.
 
 Each tool's name, task mode, queue and input schema, as the web tier will list them and the
-workers will run them; ``--json`` for a machine. The modules (default: ``MCPQ_TOOLS``'s) are
-imported the way `mcpq dev` checks them (``mcpq.ops.runtime.tool_check``: a child interpreter in
-this folder), so a module that does not import, or a declaration mcpq refuses, is the same one
-line here, with exit status 1.
+workers will run them, then the resources, resource templates and prompts beside them;
+``--json`` for a machine (the tools only: a list, as before). The modules (default:
+``MCPQ_TOOLS``'s) are imported the way `mcpq dev` checks them (``mcpq.ops.runtime.tool_check``:
+a child interpreter in this folder), so a module that does not import, or a declaration mcpq
+refuses, is the same one line here, with exit status 1.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ def run(args: argparse.Namespace, settings: Settings, environ: Mapping[str, str]
         print(json.dumps(listed, indent=2))
     else:
         print(render(listed, settings.default_queue))
+        others = render_served(found.served)
+        if others:
+            print(f"\n{others}")
     return 0
 
 
@@ -76,3 +80,30 @@ def render(listed: list[dict[str, Any]], default_queue: str) -> str:
         blocks.append("\n".join(lines))
     count = f"{len(listed)} tool{'' if len(listed) == 1 else 's'}"
     return "\n\n".join([*blocks, count])
+
+
+def render_served(served: Mapping[str, list[dict[str, Any]]]) -> str:
+    """The resources (URI, name, MIME type), templates and prompts (name and arguments, ``?``
+    after an optional one), one line each under a heading; empty when there are none."""
+    sections = []
+    resources = served.get("resources") or []
+    if resources:
+        rows = [f"{r['uri']}  {r['name']}  {r.get('mimeType', '')}".rstrip() for r in resources]
+        sections.append(_section("resource", rows))
+    templates = served.get("templates") or []
+    if templates:
+        rows = [f"{t['uriTemplate']}  {t['name']}" for t in templates]
+        sections.append(_section("resource template", rows))
+    prompts = served.get("prompts") or []
+    if prompts:
+        rows = []
+        for p in prompts:
+            names = [a["name"] + ("" if a.get("required") else "?") for a in p["arguments"]]
+            rows.append(f"{p['name']}({', '.join(names)})")
+        sections.append(_section("prompt", rows))
+    return "\n\n".join(sections)
+
+
+def _section(kind: str, rows: list[str]) -> str:
+    heading = f"{len(rows)} {kind}{'' if len(rows) == 1 else 's'}:"
+    return "\n".join([heading, *(f"{_INDENT}{row}" for row in rows)])

@@ -43,7 +43,12 @@ else:
          "task": t.mode, "queue": t.queue, "inputSchema": t.input_schema}
         for t in registry.tools.values()
     ]
-    print(json.dumps({"tools": listed, "warnings": registry.warnings}))
+    served = {
+        "resources": [r.listing() for r in registry.resources.values()],
+        "templates": [t.listing() for t in registry.templates.values()],
+        "prompts": [p.listing() for p in registry.prompts.values()],
+    }
+    print(json.dumps({"tools": listed, "served": served, "warnings": registry.warnings}))
 """
 
 
@@ -58,6 +63,9 @@ class ToolModules:
     listed: list[dict[str, Any]] = field(default_factory=list)
     #: One line per module that declares no tool.
     warnings: list[str] = field(default_factory=list)
+    #: The resources, templates and prompts, as ``resources/list``, ``resources/templates/list``
+    #: and ``prompts/list`` show them (keys ``resources``, ``templates``, ``prompts``).
+    served: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 class ToolImportError(Exception):
@@ -100,7 +108,8 @@ def check_tool_modules(
         listed = list(report["tools"])
         queues = sorted({t["queue"] for t in listed if t["queue"]})
         names = [t["name"] for t in listed]
-        return ToolModules(sorted(names), queues, listed, list(report["warnings"]))
+        served = dict(report.get("served") or {})
+        return ToolModules(sorted(names), queues, listed, list(report["warnings"]), served)
     module, missing = report.get("module"), report.get("missing")
     if module and missing and (missing == module or module.startswith(f"{missing}.")):
         raise ToolImportError(not_found(prefix, module))

@@ -62,7 +62,18 @@ def test_the_demo_tools_are_listed_for_a_terminal(tmp_path: Path) -> None:
     assert "approve_deployment  task: required  queue: mcpq (default)  module: mcpq.demo" in out
     assert "summarize  task: optional  queue: mcpq (default)  module: mcpq.demo" in out
     assert '"topic": {' in out and "input schema:" in out
-    assert out.rstrip().endswith("3 tools")
+    _, _, served = out.partition("3 tools\n")
+    assert served, out
+    assert served.strip().splitlines() == [
+        "1 resource:",
+        "    demo://deployments/policy  deployment_policy  text/markdown",
+        "",
+        "1 resource template:",
+        "    demo://deployments/{service}  current_deployment",
+        "",
+        "1 prompt:",
+        "    deployment_request(service, version, reason?)",
+    ]
 
 
 def test_json_lists_name_task_queue_and_schema_of_the_setting_s_modules(tmp_path: Path) -> None:
