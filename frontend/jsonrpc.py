@@ -184,7 +184,8 @@ def validate(
         raise RequestError(McpError(UNSUPPORTED_VERSION, "Unsupported protocol version", data), rid)
     # A level the spec does not name is refused, as logging/setLevel refuses one (-32602):
     # ignoring it would silently send no messages to a client that asked for them.
-    if META_LOG_LEVEL in meta and meta[META_LOG_LEVEL] not in LOG_LEVELS:
+    level = meta.get(META_LOG_LEVEL, LOG_LEVELS[0]) if isinstance(meta, dict) else LOG_LEVELS[0]
+    if level not in LOG_LEVELS:
         text = f"Invalid params: _meta[{META_LOG_LEVEL!r}] must be one of {', '.join(LOG_LEVELS)}"
         raise RequestError(McpError(INVALID_PARAMS, text), rid)
     return RpcRequest(
