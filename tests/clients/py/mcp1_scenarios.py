@@ -44,9 +44,10 @@ TERMINAL = {"completed", "failed", "cancelled"}
 class Callbacks:
     """The client's answers to server requests, and a record of every request it got."""
 
-    def __init__(self, report: Report, args: dict[str, Any]) -> None:
+    def __init__(self, report: Report, args: dict[str, Any], on_message: Any = None) -> None:
         self.report = report
         self.args = args
+        self.on_message = on_message
         self.elicitations: list[dict[str, Any]] = report.observed.setdefault("elicitations", [])
         self.samplings: list[dict[str, Any]] = report.observed.setdefault("samplings", [])
         self.notifications: list[str] = report.observed.setdefault("notifications", [])
@@ -83,14 +84,22 @@ class Callbacks:
         method = getattr(root, "method", None)
         if method is not None:
             self.notifications.append(str(method))
+        if self.on_message is not None:
+            await self.on_message(message)
 
 
 @asynccontextmanager
 async def connect(
-    url: str, report: Report, args: dict[str, Any], logging_callback: Any = None
+    url: str,
+    report: Report,
+    args: dict[str, Any],
+    logging_callback: Any = None,
+    on_message: Any = None,
 ) -> AsyncIterator[ClientSession]:
-    """An initialized session; the InitializeResult goes into the report."""
-    callbacks = Callbacks(report, args)
+    """An initialized session; the InitializeResult goes into the report. ``on_message`` also
+    gets every message the SDK hands its ``message_handler`` (server notifications, after the
+    record of their method): the SDK takes one handler only."""
+    callbacks = Callbacks(report, args, on_message)
     read_s = float(args.get("read_timeout_s", 300))
     http = create_mcp_http_client(timeout=httpx.Timeout(30.0, read=read_s))
     http.event_hooks = report.wire.hooks()
@@ -351,6 +360,45 @@ async def resources(url: str, args: dict[str, Any], report: Report) -> None:
             refused[uri] = await refusal(session.read_resource(AnyUrl(uri)))
 
 
+async def subscribe(url: str, args: dict[str, Any], report: Report) -> None:
+    """``{"uri", "path", "wait_s", "refused_uri"}``: ``subscribe_resource(uri)``, then
+    ``subscribed`` into the marker file ``path``: the test announces the resource's change from
+    its own process until the file says ``updated``, since an update reaches only a GET stream
+    open at that moment. Waits (up to ``wait_s``) for the ``notifications/resources/updated``
+    of ``uri`` on the ``message_handler``, records every one that arrived (URI and time), writes
+    ``updated`` once it came, then ``unsubscribe_resource(uri)``, and the error of subscribing
+    to ``refused_uri`` (a URI nothing serves)."""
+    uri = args["uri"]
+    marker = Path(args["path"])
+    arrived = anyio.Event()
+    updates: list[dict[str, Any]] = report.observed.setdefault("updates", [])
+
+    async def on_message(message: Any) -> None:
+        root = getattr(message, "root", None)
+        if isinstance(root, types.ResourceUpdatedNotification):
+            updates.append({"uri": str(root.params.uri), "t": report.elapsed()})
+            if str(root.params.uri) == uri:
+                arrived.set()
+
+    async with connect(url, report, args, on_message=on_message) as session:
+        await session.subscribe_resource(AnyUrl(uri))
+        report.observed["subscribed_at_s"] = report.elapsed()
+        _note(marker, "subscribed")
+        with anyio.move_on_after(float(args.get("wait_s", 20))):
+            await arrived.wait()
+        if arrived.is_set():
+            _note(marker, "updated")
+        await session.unsubscribe_resource(AnyUrl(uri))
+        report.observed["unsubscribed_at_s"] = report.elapsed()
+        refused = args.get("refused_uri", "fixture://nothing/here")
+        report.observed["refused"] = await refusal(session.subscribe_resource(AnyUrl(refused)))
+
+
+def _note(path: Path, line: str) -> None:
+    with path.open("a") as handle:
+        handle.write(f"{line}\n")
+
+
 def reference(ref: dict[str, Any]) -> types.PromptReference | types.ResourceTemplateReference:
     if ref["type"] == "ref/prompt":
         return types.PromptReference(type="ref/prompt", name=ref["name"])
@@ -424,6 +472,7 @@ SCENARIOS = {
     "task_list": task_list,
     "task_cancel": task_cancel,
     "resources": resources,
+    "subscribe": subscribe,
     "prompts": prompts,
     "logging": logging,
 }
