@@ -3,8 +3,8 @@
 //
 //   node sdk_scenarios.mjs <url> <scenario> [json-args]
 //
-// Scenarios: initialize | call | abort | tasks | idiom | idiomTask | resources | prompts (see the
-// functions below for their json-args).
+// Scenarios: initialize | call | abort | tasks | idiom | idiomTask | resources | prompts |
+// subscribe (see the functions below for their json-args).
 // The exit code is 0 whenever a report was printed, even when the server misbehaved (that is an
 // observation: `ok` is false and `error` says why); 2 means the script itself was misused or
 // crashed. tests/clients/node_clients.py copies this file next to the installed node_modules,
@@ -23,6 +23,7 @@ import {
   CreateMessageRequestSchema,
   ElicitRequestSchema,
   LATEST_PROTOCOL_VERSION,
+  ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
 const require = createRequire(import.meta.url);
@@ -718,6 +719,51 @@ async function scenarioPrompts({ client }, args) {
 }
 
 SCENARIOS.prompts = scenarioPrompts;
+
+/**
+ * A resource subscription through the SDK's own methods: client.subscribeResource, then the
+ * wait for notifications/resources/updated (announced by another process: the test, once
+ * `markerPath` says `subscribed`), then client.unsubscribeResource. The update comes on the
+ * session's GET stream, which the SDK opens on its own after initialization: `via` says which
+ * stream carried it. A handler registered for ResourceUpdatedNotificationSchema records it, as
+ * an application would, rather than the fallback handler. Then a subscription the server should
+ * refuse (`refusedUri`: a URI nothing serves): the SDK's error, code and data.
+ * args: {uri, markerPath, waitMs?, refusedUri?}
+ */
+async function scenarioSubscribe({ client }, args) {
+  report.updated = [];
+  let heard;
+  const wanted = new Promise(resolve => {
+    heard = resolve;
+  });
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, notification => {
+    const { uri } = notification.params;
+    if (report.updated.length < 50) {
+      report.updated.push({ t: since(), uri, via: streamCarrying('notifications/resources/updated') });
+    }
+    if (uri === args.uri) heard();
+  });
+  report.phase = 'resources/subscribe';
+  report.subscribed = await rejection(client.subscribeResource({ uri: args.uri }));
+  if (report.subscribed.settled !== 'resolved') return;
+  fs.appendFileSync(args.markerPath, 'subscribed\n');
+  report.phase = 'wait for notifications/resources/updated';
+  const waited = Date.now();
+  report.heard = await Promise.race([wanted.then(() => true), sleep(args.waitMs ?? 20000).then(() => false)]);
+  report.heardAfterMs = report.heard ? Date.now() - waited : null;
+  report.phase = 'resources/unsubscribe';
+  report.unsubscribed = await rejection(client.unsubscribeResource({ uri: args.uri }));
+  fs.appendFileSync(args.markerPath, 'unsubscribed\n');
+  if (args.refusedUri) {
+    report.phase = `resources/subscribe ${args.refusedUri} (refused)`;
+    report.refused = await rejection(client.subscribeResource({ uri: args.refusedUri }));
+  }
+  report.getStreams = report.http
+    .filter(e => e.method === 'GET')
+    .map(e => ({ status: e.status ?? null, contentType: e.contentType ?? null, end: e.end ?? null }));
+}
+
+SCENARIOS.subscribe = scenarioSubscribe;
 
 // ---------------------------------------------------------------------------------------------
 async function main() {
