@@ -13,12 +13,14 @@ them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from mcpq.shared import jsonutil
 from mcpq.shared.store.call_types import PipelineCall, Queue, ScriptCall
 from mcpq.shared.store.keyspace import Keys
 from mcpq.shared.store.payloads import PLAIN, Payloads
+from mcpq.shared.store.resource_events import session_digests
 
 if TYPE_CHECKING:
     # (Not at run time: the records of this package load no redis-py: ``mcpq.shared.wire``.)
@@ -101,9 +103,19 @@ def set_log_level(k: Keys, sref: str, level: str) -> ScriptCall[bool]:
     return ScriptCall("set_level", [k.session(sref)], [level], lambda reply: int(reply) == 1)
 
 
-def end_session(k: Keys, sref: str) -> PipelineCall[bool]:
+def _unindex(index: str, sref: str) -> Queue:
+    return lambda p: p.zrem(index, sref)
+
+
+def end_session(k: Keys, sref: str, digests: Sequence[str] = ()) -> PipelineCall[bool]:
+    """Delete the session and its maps, and take it out of the subscriber index of each
+    resource it subscribed to (``digests``: read just before), so an update announced after
+    its end neither counts nor publishes to it. A subscribe racing the end finds the session
+    gone (``resource_subscribe.lua``); an entry it wrote first lapses with its TTL."""
     keys = _keys(k, sref)
-    return PipelineCall([lambda p: p.delete(*keys)], lambda replies: int(replies[0]) > 0)
+    commands: list[Queue] = [lambda p: p.delete(*keys)]
+    commands += [_unindex(k.resource_subscribers(digest), sref) for digest in digests]
+    return PipelineCall(commands, lambda replies: int(replies[0]) > 0)
 
 
 def put_outgoing(
@@ -166,8 +178,10 @@ class SessionStore:
         return await self._io.pipeline(touch_session(self._keys, sref, ttl_ms, self._payloads))
 
     async def end(self, sref: str) -> bool:
-        """Whether there was such a session (it is gone now, and its maps with it)."""
-        return await self._io.pipeline(end_session(self._keys, sref))
+        """Whether there was such a session (it is gone now, and its maps and resource
+        subscriptions with it)."""
+        digests = await self._io.pipeline(session_digests(self._keys, sref))
+        return await self._io.pipeline(end_session(self._keys, sref, digests))
 
     async def set_log_level(self, sref: str, level: str) -> bool:
         return await self._io.drive(self._scripts.run(set_log_level(self._keys, sref, level)))

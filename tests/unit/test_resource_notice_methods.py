@@ -217,9 +217,14 @@ def test_a_subscription_slides_and_ends_with_its_session(notes: Mcp) -> None:
     notes.peek.pexpire(key, 1000)
     assert session.request("ping").result == {}  # any request slides the session's keys
     assert notes.peek.pttl(key) > 1000
+    index = notes.keys.resource_subscribers(uri_digest(TODAY))
+    assert notes.peek.zscore(index, session.sref) is not None
     headers = {"Mcp-Session-Id": session.id, "MCP-Protocol-Version": V}
     assert notes.raw(b"", headers, method="DELETE").status == 204
     assert not notes.peek.exists(key)
+    # Out of the resource's index too: an update after the end counts and tells nobody.
+    assert notes.peek.zscore(index, session.sref) is None
+    assert announcing.announce_updated(TODAY, sync_store(notes)) == 0
 
 
 @pytest.mark.parametrize(
