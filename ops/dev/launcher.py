@@ -344,6 +344,7 @@ def _announce(
         flower=f"http://127.0.0.1:{options.flower_port}/" if options.flower else None,
         logs=None if supervisor.log_dir is None else str(supervisor.log_dir),
         warnings=started.tools.warnings,
+        served=started.tools.served,
     )
     for line in lines:
         supervisor.say("mcpq", line)

@@ -81,13 +81,14 @@ def ready_block(
     flower: str | None,
     logs: str | None,
     warnings: Sequence[str] = (),
+    served: Mapping[str, Sequence[object]] | None = None,
 ) -> list[str]:
     """The lines `mcpq dev` prints once it is ready (at most 7, and a warning per tool module
     that declares nothing); with ``late`` workers, once
     it gave up waiting for them: then it does not say ready, and ``; Ctrl-C stops`` (which ends
     the line that does) is left for :func:`ready_later`."""
     shown = ", ".join(tools[:6]) + (f", … ({len(tools)} in all)" if len(tools) > 6 else "")
-    lines = [f"redis: {redis}", f"tools from {modules}: {shown or 'none'}"]
+    lines = [f"redis: {redis}", f"tools from {modules}: {shown or 'none'}{_also(served or {})}"]
     lines += [f"warning: {warning}" for warning in warnings]  # a module that declares nothing
     if workers:
         lines.append("workers: " + "; ".join(w.describe() for w in workers))
@@ -102,6 +103,14 @@ def ready_block(
     else:
         lines.append(f"ready ({where}); Ctrl-C stops")
     return lines
+
+
+def _also(served: Mapping[str, Sequence[object]]) -> str:
+    """``; also 1 resource, 2 prompts (mcpq tools lists them)``, or nothing."""
+    kinds = (("resources", "resource"), ("templates", "resource template"), ("prompts", "prompt"))
+    counts = [(len(served.get(key) or ()), noun) for key, noun in kinds]
+    said = [f"{n} {noun}{'' if n == 1 else 's'}" for n, noun in counts if n]
+    return f"; also {', '.join(said)} (mcpq tools lists them)" if said else ""
 
 
 def ready_later(late: Sequence[DevWorker]) -> str:

@@ -69,9 +69,13 @@ def test_the_ready_block_is_short_and_names_late_workers() -> None:
         endpoint="http://127.0.0.1:8000/mcp",
         flower="http://127.0.0.1:5555/",
         logs="/tmp/logs",
+        served={"resources": [{}], "templates": [], "prompts": [{}, {}]},
     )
     assert len(lines) <= 8
-    assert "tools from a,b: t0, t1, t2, t3, t4, t5, … (12 in all)" in lines
+    assert (
+        "tools from a,b: t0, t1, t2, t3, t4, t5, … (12 in all); "
+        "also 1 resource, 2 prompts (mcpq tools lists them)"
+    ) in lines
     assert (
         "workers: mcpq-mcpq (io pool, 100 threads, queue mcpq); "
         "mcpq-bulk (cpu pool, 1 process, queue bulk)" in lines
