@@ -243,10 +243,13 @@ class _Follower:
         """The progress and log messages ``record`` has that were not sent yet."""
         rpc = self.rpc
         # A task that ended cleared its progress text (statusMessage is the end's, or none):
-        # a report read only now would go out empty, so the result goes out alone instead.
+        # a count of reports read only now would go out empty, so the result goes out alone;
+        # report_progress's numbers still say where the run ended (its last report, written
+        # just before its end), and go out without a text.
         value = _progress_value(record)
         grew = record.reports > 0 and (self.reported is None or value > self.reported)
-        fresh = grew and not (record.terminal and not record.message)
+        numbered = record.progress is not None
+        fresh = grew and not (record.terminal and not record.message and not numbered)
         if rpc.progress_token is not None and fresh:
             self.reported = value
             self.sent_at = time.monotonic()

@@ -164,6 +164,22 @@ def _answers_param(fn: Callable[..., Any], label: str) -> str | None:
     return found[0] if found else None
 
 
+def prompt_for(listing: JsonObject, fn: Callable[..., Any]) -> Prompt:
+    """A prompt another server lists (``name``, ``arguments``...), rendered by ``fn`` called
+    with its arguments as strings (an optional one absent: ``None``) (``mcpq.shared.brought``)."""
+    fields: dict[str, Any] = {}
+    for argument in listing.get("arguments") or []:
+        info = pydantic.Field(description=argument.get("description"))
+        if argument.get("required"):
+            fields[argument["name"]] = (str, info)
+        else:
+            info = pydantic.Field(default=None, description=argument.get("description"))
+            fields[argument["name"]] = (str | None, info)
+    name = str(listing["name"])
+    model = pydantic.create_model(f"{name}_arguments", **fields)
+    return Prompt(name, fn, model, listing.get("title"), listing.get("description"))
+
+
 def messages(value: Any) -> list[JsonObject]:
     """What a prompt's function returned, as ``PromptMessage`` objects."""
     items = value if isinstance(value, list) else [value]

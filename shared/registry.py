@@ -4,20 +4,47 @@ the ``App``\ s they hold), imported with a failure turned into one line at the u
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import sysconfig
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Unpack, overload
 
+from mcpq.shared.brought import Brought, bring, kind
 from mcpq.shared.prompts import PROMPT_MARK, Prompt
 from mcpq.shared.resources import RESOURCE_MARK, Resource, ResourceTemplate
 from mcpq.shared.tool_signature import ToolDefinitionError, where
 from mcpq.shared.tools import _MARK, APP_MARK, F, Tool, ToolOptions, tool
 
 log = logging.getLogger("mcpq.tools")
+
+
+def _brought(value: object, entry: str, module: Any = None) -> Brought | None:
+    """``value`` as mcpq serves it if it is a FastMCP or SDK server, else ``None``; found in
+    ``module`` (not named by ``entry``), it is named ``module:attribute`` in what is said."""
+    if kind(value) is None:
+        return None
+    if module is not None:
+        entry += ":" + next((k for k, v in vars(module).items() if v is value), "?")
+    return bring(value, entry)
+
+
+@contextlib.contextmanager
+def _logging_kept() -> Iterator[None]:
+    """The process's logging stays mcpq's: handlers a tool module adds to the root logger while
+    it imports are taken off again (the MCP SDK's ``MCPServer()`` calls ``logging.basicConfig``
+    with a rich console handler, which would reformat every line of a worker's or a web's log)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        root.setLevel(level)
 
 
 class ToolModuleError(Exception):
@@ -51,38 +78,21 @@ class Registry:
 
         A module that cannot be found raises ``ModuleNotFoundError``; one that fails to import
         :class:`ToolModuleError`; a declaration mcpq refuses :class:`ToolDefinitionError`."""
+        with _logging_kept():
+            return cls._from_modules(modules)
+
+    @classmethod
+    def _from_modules(cls, modules: Iterable[str]) -> Registry:
         registry = cls()
         for entry in modules:
             module_name, _, attribute = entry.partition(":")
             module = _import(module_name)
-            found = 0
             if attribute:
-                app = getattr(module, attribute, None)
-                if not getattr(app, APP_MARK, False):
-                    raise ToolDefinitionError(
-                        f"{entry}: module {module_name!r} has no App named {attribute!r}: "
-                        f"name one (app = App(...)) or list the module alone"
-                    )
-                found += registry._add_app(app)
-            for value in list(vars(module).values()):
-                spec = getattr(value, _MARK, None)
-                # A module may import another's tool: only its own definitions count here.
-                if attribute:
-                    continue
-                own = getattr(value, "__module__", None) == entry
-                if getattr(value, APP_MARK, False):
-                    found += registry._add_app(value)
-                elif isinstance(spec, Tool) and own:
-                    registry.add(spec)
-                    found += 1
-                elif own and isinstance(
-                    declared := getattr(value, RESOURCE_MARK, None), Resource | ResourceTemplate
-                ):
-                    registry.add_resource(declared)
-                    found += 1
-                elif own and isinstance(declared := getattr(value, PROMPT_MARK, None), Prompt):
-                    registry.add_prompt(declared)
-                    found += 1
+                found = registry._add_named(entry, module, attribute)
+            else:
+                found = sum(
+                    registry._add_value(entry, module, v) for v in list(vars(module).values())
+                )
             if not found:
                 warning = (
                     f"module {entry!r} declares no tool, resource or prompt: mark its functions "
@@ -91,6 +101,52 @@ class Registry:
                 log.warning(warning)
                 registry.warnings.append(warning)
         return registry
+
+    def _add_named(self, entry: str, module: Any, attribute: str) -> int:
+        """``module:attribute``: that one app, or FastMCP or SDK server."""
+        app = getattr(module, attribute, None)
+        if getattr(app, APP_MARK, False):
+            return self._add_app(app)
+        # A FastMCP or MCP SDK server is served as it is (mcpq.shared.brought).
+        if (brought := _brought(app, entry)) is not None:
+            return self._add_brought(brought)
+        raise ToolDefinitionError(
+            f"{entry}: module {module.__name__!r} has no App named {attribute!r} (nor a FastMCP "
+            "or MCPServer server): name one (app = App(...)) or list the module alone"
+        )
+
+    def _add_value(self, entry: str, module: Any, value: Any) -> int:
+        """One value of a module listed alone: what it declares (how many)."""
+        if getattr(value, APP_MARK, False):
+            return self._add_app(value)
+        if (brought := _brought(value, entry, module)) is not None:
+            return self._add_brought(brought)
+        # A module may import another's tool: only its own definitions count here.
+        if getattr(value, "__module__", None) != entry:
+            return 0
+        if isinstance(spec := getattr(value, _MARK, None), Tool):
+            self.add(spec)
+        elif isinstance(
+            declared := getattr(value, RESOURCE_MARK, None), Resource | ResourceTemplate
+        ):
+            self.add_resource(declared)
+        elif isinstance(prompt := getattr(value, PROMPT_MARK, None), Prompt):
+            self.add_prompt(prompt)
+        else:
+            return 0
+        return 1
+
+    def _add_brought(self, brought: Brought) -> int:
+        """A FastMCP or SDK server's tools, resources and prompts, as an app's."""
+        for spec in brought.tools:
+            self.add(spec)
+        for resource in brought.resources:
+            self.add_resource(resource)
+        for prompt in brought.prompts:
+            self.add_prompt(prompt)
+        if self.server_name is None:
+            self.server_name, self.instructions = brought.name, brought.instructions
+        return len(brought.tools) + len(brought.resources) + len(brought.prompts)
 
     def _add_app(self, app: Any) -> int:
         """An app's tools, and its name and instructions (the first app's, if there are

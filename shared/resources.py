@@ -33,7 +33,12 @@ import pydantic
 
 from mcpq.shared import jsonutil
 from mcpq.shared.content import EmbeddedResource
-from mcpq.shared.tool_signature import check_decorated, read_signature, refuse
+from mcpq.shared.tool_signature import (
+    ToolDefinitionError,
+    check_decorated,
+    read_signature,
+    refuse,
+)
 
 JsonObject = dict[str, Any]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -179,6 +184,32 @@ def declare(
         mime_type,
         tuple(scopes),
         dict(complete or {}),
+    )
+
+
+def template_for(listing: JsonObject, fn: Callable[..., Any]) -> ResourceTemplate:
+    """A template another server lists (``uriTemplate``, ``name``...), read by ``fn`` called
+    with its variables as strings (``mcpq.shared.brought``). Only ``{name}`` variables, each one
+    path segment, as ours: another form is refused (:class:`ToolDefinitionError`)."""
+    uri = str(listing["uriTemplate"])
+    variables = tuple(_VARIABLE.findall(uri))
+    if _VARIABLE.sub("", uri).count("{") or _VARIABLE.sub("", uri).count("}"):
+        raise ToolDefinitionError(
+            f"resource template {uri!r}: only {{name}} variables, one path segment each, can be "
+            "served ({path*}, {?query} and the other RFC 6570 forms cannot)"
+        )
+    fields: dict[str, Any] = {name: (str, ...) for name in variables}
+    model = pydantic.create_model(f"{listing.get('name', 'template')}_variables", **fields)
+    return ResourceTemplate(
+        uri,
+        str(listing.get("name") or uri),
+        fn,
+        model,
+        variables,
+        _pattern(uri),
+        listing.get("title"),
+        listing.get("description"),
+        listing.get("mimeType"),
     )
 
 

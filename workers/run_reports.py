@@ -110,14 +110,19 @@ class RunReports:
             first_log=report.first_log,
         )
 
-    def discard_report(self) -> None:
-        """The run ends: its final write replaces any report still pending."""
-        self._pending.discard()
+    def discard_report(self, *, keep: bool = False) -> None:
+        """The run ends: its final write replaces any report still pending. With ``keep``
+        (it completed), a synchronous call's report stays for :meth:`flush_logs`."""
+        if not (keep and self._keep_logs):
+            self._pending.discard()
 
     def flush_logs(self) -> None:
-        """Before the run's final write: the log messages still pending, so that the call's
-        stream sends them before its result (a refusal is the final write's to report)."""
-        self._pending.discard()
+        """Before the run's final write: the log messages still pending, and a synchronous
+        call's last progress, so that the call's stream sends them before its result (a tool
+        that reports faster than reports are written still shows where it ended). A refusal
+        is the final write's to report."""
+        if not self._keep_logs:
+            self._pending.discard()
         self._pending.flush()
 
     def _flush_report(self) -> None:

@@ -213,9 +213,11 @@ def _execute(
             ending.log(RunOutcome.ABANDONED)
 
     kept = KeptRun(ref, gen, on_cancel, stop, _watchdog(store, ref, gen, tool, ctx, s.max_run_s))
+    completed = False
     try:
         with deps.leases.keep(kept):
             status, payload, message = _outcome(call.here, tool.name, s.max_result_bytes)
+        completed = True
     except RunAbandoned:
         # The tool ignored its cancel (or its run limit) for the grace: the task already has
         # its final state, and the job was answered when it was let go of.
@@ -234,11 +236,12 @@ def _execute(
     finally:
         # However the run ends, its last write (the finish below, a cancel's, a newer run's)
         # sets the status message: a report still pending would only be refused or overwrite.
-        ctx.discard_report()
+        # A synchronous call that completed keeps its last progress for flush_logs below.
+        ctx.discard_report(keep=completed)
         if view is not None:
             view.close()
-    # A synchronous call's log messages still pending are written first: its stream sends
-    # what it reads before the result, and would never read them after it.
+    # A synchronous call's log messages and last progress still pending are written first:
+    # its stream sends what it reads before the result, and would never read them after it.
     ctx.flush_logs()
     # Fenced by `gen`: if the task was cancelled meanwhile, or a newer run took it over after
     # our lease lapsed, this result is discarded and the task keeps what it has.

@@ -180,6 +180,6 @@ def test_an_app_is_listed_by_module_and_name(tmp_path: Path) -> None:
     wrong = mcpq_tools(tmp_path, "shop:nothing")
     assert wrong.returncode == 1
     assert wrong.stderr.strip() == (
-        "mcpq tools: shop:nothing: module 'shop' has no App named 'nothing': name one "
-        "(app = App(...)) or list the module alone"
+        "mcpq tools: shop:nothing: module 'shop' has no App named 'nothing' (nor a FastMCP or "
+        "MCPServer server): name one (app = App(...)) or list the module alone"
     )

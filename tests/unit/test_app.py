@@ -41,8 +41,8 @@ def test_an_entry_naming_no_app_is_one_line() -> None:
     with pytest.raises(ToolDefinitionError) as refused:
         Registry.from_modules([f"{MODULE}:add"])
     assert str(refused.value) == (
-        f"{MODULE}:add: module {MODULE!r} has no App named 'add': name one (app = App(...)) "
-        "or list the module alone"
+        f"{MODULE}:add: module {MODULE!r} has no App named 'add' (nor a FastMCP or MCPServer "
+        "server): name one (app = App(...)) or list the module alone"
     )
 
 

@@ -1,0 +1,160 @@
+"""What a brought server's tools, resources and prompts share, whichever package wrote them.
+
+- :class:`BroughtTool`: a :class:`~mcpq.shared.tools.Tool` whose listing is the server's own
+  (name, title, description, input and output schemas, annotations) and whose call runs the
+  server's own code path on an mcpq worker, with a context that answers through mcpq
+  (``mcpq.shared.brought.fastmcp_server``, ``mcpq.shared.brought.sdk_server``).
+- :func:`current_run` / :func:`step`: the running tool's mcpq context, found from a context
+  variable, so ``from mcpq import step`` works inside a tool that was not written for mcpq.
+- :func:`run_coroutine`: their declarations are listed by coroutines; a registry is built
+  where no loop may run, or inside one (a web process starting), so each runs on a thread of
+  its own.
+- :func:`mcpq_failure`: their servers wrap what a tool raises; an mcpq failure that must reach
+  the worker as itself (the store being unavailable) is taken back out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pydantic
+
+from mcpq.shared.errors import McpError
+from mcpq.shared.tool_context import ToolContext
+from mcpq.shared.tool_signature import param_headers
+from mcpq.shared.tools import _UNSET, Tool
+
+T = TypeVar("T")
+JsonObject = dict[str, Any]
+
+_RUN: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar("mcpq_run", default=None)
+
+
+class _AnyArguments(pydantic.BaseModel):
+    """A brought tool's arguments are checked by its own server (its schema, its types)."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
+@dataclass(frozen=True)
+class BroughtTool(Tool):
+    """A tool of a FastMCP or SDK server, served as it lists itself and run by its own code."""
+
+    their_listing: JsonObject | None = None
+
+    @property
+    def input_schema(self) -> JsonObject:
+        assert self.their_listing is not None
+        schema: JsonObject = self.their_listing["inputSchema"]
+        return schema
+
+    def listing(self) -> JsonObject:
+        assert self.their_listing is not None
+        return dict(self.their_listing)
+
+    def validate(self, arguments: JsonObject) -> JsonObject:
+        # Their server validates when the tool runs (on the worker), as it would itself: a
+        # failure is a tool error the model reads, the same as ours.
+        return dict(arguments)
+
+    def call(self, ctx: ToolContext, arguments: JsonObject) -> Any:
+        return self.fn(ctx, arguments)
+
+
+def brought_tool(
+    listing: JsonObject,
+    run: Callable[[ToolContext, JsonObject], Awaitable[Any]],
+    mode: Any,
+) -> BroughtTool:
+    """``run(ctx, arguments)`` is the tool's whole call: it sets :func:`current_run` itself."""
+
+    async def call(ctx: ToolContext, arguments: JsonObject) -> Any:
+        token = _RUN.set(ctx)
+        try:
+            return await run(ctx, arguments)
+        finally:
+            _RUN.reset(token)
+
+    call.__name__ = call.__qualname__ = str(listing["name"])
+    headers = param_headers(str(listing["name"]), call, listing["inputSchema"])
+    return BroughtTool(
+        name=str(listing["name"]),
+        description=str(listing.get("description") or listing["name"]),
+        fn=call,
+        mode=mode,
+        queue=None,
+        ttl_ms=_UNSET,
+        poll_interval_ms=None,
+        args_model=_AnyArguments,
+        context="ctx",
+        param_headers=headers,
+        their_listing=listing,
+    )
+
+
+def current_run() -> ToolContext:
+    """The mcpq context of the tool running in this task (a brought tool's, or one of ours)."""
+    ctx = _RUN.get()
+    if ctx is None:
+        raise RuntimeError(
+            "mcpq.step() runs inside a tool that mcpq serves (a brought FastMCP or SDK tool); "
+            "in a tool written for mcpq, call ctx.step()"
+        )
+    return ctx
+
+
+def step(name: str, fn: Callable[[], Any]) -> Any:
+    """``ctx.step(name, fn)`` of the running tool: ``fn`` runs once per task, its result kept;
+    a replay gets the kept result. Await it in an ``async def`` tool."""
+    return current_run().step(name, fn)
+
+
+def run_coroutine(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine to its end on a thread of its own (its own event loop)."""
+    box: dict[str, Any] = {}
+
+    def main() -> None:
+        try:
+            box["value"] = asyncio.run(make())
+        except BaseException as exc:  # handed back to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=main, name="mcpq-bring", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value
+
+
+def raise_ours(exc: BaseException) -> None:
+    """Raise the mcpq failure inside ``exc`` (:func:`mcpq_failure`), if there is one."""
+    ours = mcpq_failure(exc)
+    if ours is not None:
+        raise ours from None
+
+
+def mcpq_failure(exc: BaseException) -> BaseException | None:
+    """An mcpq failure inside what their server raised (its ``__cause__`` chain), if any: the
+    store unavailable, a task gone. Those are the worker's to handle, not a tool error."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, McpError):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def dump(model: Any) -> Any:
+    """A pydantic model of theirs (``mcp_types``) as the wire has it."""
+    if isinstance(model, pydantic.BaseModel):
+        return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return pydantic.TypeAdapter(Any).dump_python(model, mode="json", by_alias=True)

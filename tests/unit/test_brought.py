@@ -1,0 +1,154 @@
+"""Bringing a FastMCP or MCP SDK server (``mcpq.shared.brought``): what is served of it, how its
+``task=`` maps, and what cannot carry over, refused in one line naming it."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from fastmcp import FastMCP
+from fastmcp.server.middleware import Middleware
+from fastmcp.utilities.tasks import TaskConfig
+from mcp.server.mcpserver import MCPServer
+
+from mcpq.shared.brought import bring, kind
+from mcpq.shared.registry import Registry
+from mcpq.shared.tool_signature import ToolDefinitionError
+
+
+def test_only_their_servers_are_recognised() -> None:
+    assert kind(FastMCP("a")) == "fastmcp"
+    assert kind(MCPServer("b")) == "sdk"
+    assert kind(object()) is None and bring(object(), "x:y") is None
+
+
+def test_fastmcp_task_settings_map_to_modes() -> None:
+    server = FastMCP("modes")
+
+    @server.tool
+    async def plain() -> str:
+        return ""
+
+    @server.tool(task=True)
+    async def maybe() -> str:
+        return ""
+
+    @server.tool(task=TaskConfig(mode="required"))
+    async def always() -> str:
+        return ""
+
+    brought = bring(server, "m:server")
+    assert brought is not None
+    modes = {t.name: t.mode for t in brought.tools}
+    assert modes == {"plain": "never", "maybe": "optional", "always": "required"}
+    assert brought.name == "modes"
+
+
+def test_an_sdk_server_s_tools_are_optional_tasks() -> None:
+    server = MCPServer("sdk")
+
+    @server.tool()
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    brought = bring(server, "m:server")
+    assert brought is not None
+    (tool,) = brought.tools
+    assert (tool.name, tool.mode) == ("add", "optional")
+    assert tool.listing()["inputSchema"]["required"] == ["a", "b"]
+
+
+@asynccontextmanager
+async def pool(server: Any) -> AsyncIterator[dict[str, Any]]:
+    yield {"db": "connection"}
+
+
+class Audit(Middleware):
+    pass
+
+
+def _fastmcp(**options: Any) -> FastMCP:
+    return FastMCP("refused", **options)
+
+
+def _mounted() -> FastMCP:
+    outer = FastMCP("outer")
+    outer.mount(FastMCP("inner"), namespace="inner")
+    return outer
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda: _fastmcp(lifespan=pool), "FastMCP server uses a lifespan (FastMCP(lifespan=...))"),
+        (lambda: _fastmcp(middleware=[Audit()]), "FastMCP server uses middleware (Audit)"),
+        (_mounted, "FastMCP server uses a mounted server or another provider"),
+        (lambda: MCPServer("s", lifespan=pool), "MCPServer server uses a lifespan"),
+    ],
+    ids=["fastmcp-lifespan", "fastmcp-middleware", "fastmcp-mount", "sdk-lifespan"],
+)
+def test_what_cannot_carry_over_is_one_line_naming_it(make: Any, says: str) -> None:
+    with pytest.raises(ToolDefinitionError) as refused:
+        bring(make(), "shop.server:mcp")
+    line = str(refused.value)
+    assert line.startswith(f"shop.server:mcp: this {says}"), line
+    assert "\n" not in line
+
+
+def test_a_template_mcpq_cannot_match_is_refused() -> None:
+    server = FastMCP("templates")
+
+    @server.resource("files://{path*}")
+    def read(path: str) -> str:
+        return path
+
+    with pytest.raises(ToolDefinitionError, match="one path segment each"):
+        bring(server, "m:server")
+
+
+def test_importing_a_module_with_an_sdk_server_leaves_the_root_logger_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``MCPServer()`` calls ``logging.basicConfig`` (a rich console handler): mcpq's logs keep
+    their own format."""
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    sys.modules.pop("tests.brought.sdk_shop", None)
+    registry = Registry.from_modules(["tests.brought.sdk_shop:mcp"])
+    assert "book_table" in registry.tools
+    assert root.handlers == []
+
+
+def test_a_deployment_that_brings_neither_imports_neither() -> None:
+    code = (
+        "import sys; from mcpq.shared.registry import Registry; "
+        "Registry.from_modules(['mcpq.demo']); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in {'fastmcp', 'mcp'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_an_mcpq_failure_inside_what_their_server_raised_is_taken_back_out() -> None:
+    """The SDK wraps whatever a tool raises; the store being unavailable must still reach the
+    worker as itself (the run is retried, not failed as the tool's crash)."""
+    from mcp.server.mcpserver.exceptions import UnexpectedToolError
+
+    from mcpq.shared.brought.common import raise_ours
+    from mcpq.shared.errors import StoreUnavailable
+
+    try:
+        try:
+            raise StoreUnavailable()
+        except StoreUnavailable as cause:
+            raise UnexpectedToolError("Error executing tool refund") from cause
+    except UnexpectedToolError as wrapped:
+        with pytest.raises(StoreUnavailable):
+            raise_ours(wrapped)
+    raise_ours(ValueError("the tool's own"))  # nothing of mcpq's inside: nothing raised
