@@ -14,6 +14,7 @@ tasks client (the ``client`` extra).
 """
 
 from mcpq.shared.app import App, resource_updated
+from mcpq.shared.brought.common import step
 from mcpq.shared.content import Audio, EmbeddedResource, Image
 from mcpq.shared.elicitation import Elicited
 from mcpq.shared.errors import ProtocolError, TaskCancelled, ToolError
@@ -43,5 +44,6 @@ __all__ = [
     "resource",
     "resource_updated",
     "sampling",
+    "step",
     "tool",
 ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -109,9 +110,21 @@ def current_run() -> ToolContext:
 
 
 def step(name: str, fn: Callable[[], Any]) -> Any:
-    """``ctx.step(name, fn)`` of the running tool: ``fn`` runs once per task, its result kept;
-    a replay gets the kept result. Await it in an ``async def`` tool."""
-    return current_run().step(name, fn)
+    """``ctx.step(name, fn)`` of the running tool: ``fn`` (sync or async) runs once per task and
+    its JSON result is kept; a replay (after a park or a lost worker) gets the kept result
+    instead of running it again. In an ``async def`` tool, ``await step(...)``; in a sync one
+    (no running loop in its thread) it returns the value."""
+    ctx = current_run()
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return ctx.step(name, fn)
+    return _awaited_step(ctx, name, fn)
+
+
+async def _awaited_step(ctx: ToolContext, name: str, fn: Callable[[], Any]) -> Any:
+    result = ctx.step(name, fn)
+    return await result if inspect.isawaitable(result) else result
 
 
 def run_coroutine(make: Callable[[], Coroutine[Any, Any, T]]) -> T:

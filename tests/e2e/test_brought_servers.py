@@ -19,6 +19,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -30,6 +31,7 @@ from mcpq import client as tasks
 from mcpq.ops.harness.mcp_client import McpClient, text_of
 from mcpq.ops.harness.stack import Stack
 from mcpq.shared.store import task_ref
+from tests.clients.node_clients import NodeInstall, installed_or_skip, run_sdk_scenario
 from tests.e2e.test_tool_idiom import poll, the_question
 from tests.faults.support import TaskWatch
 from tests.support.anyio_run import run
@@ -38,7 +40,7 @@ from tests.support.stacks import LiveStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
-TOOLS = "tests.brought.fastmcp_shop:mcp,tests.brought.sdk_shop:mcp"
+TOOLS = "tests.brought.fastmcp_shop:mcp,tests.brought.sdk_shop:mcp,tests.brought.fastmcp_steps:mcp"
 CLIENT_INFO = types.Implementation(name="mcpq-e2e-brought", version="1.0.0")
 KNOBS = {"MCPQ_INPUT_HOLD_S": "60", "MCPQ_LEASE_S": "2"}
 Logged = tuple[str, str | None, Any]
@@ -78,7 +80,13 @@ def test_both_servers_are_listed_as_they_list_themselves(stack: Stack) -> None:
     async def main() -> None:
         async with sdk(stack) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert set(tools) == {"refund", "reindex", "book_table", "long_running_task"}
+            assert set(tools) == {
+                "refund",
+                "reindex",
+                "book_table",
+                "long_running_task",
+                "charge_and_ship",
+            }
             refund = tools["refund"]
             assert (refund.title, refund.description) == (
                 "Refund",
@@ -252,6 +260,7 @@ def test_sigkill_while_the_tool_waits_for_its_answer_asks_once_and_completes(
         assert stack.task_hash(ref)["runs"] == "1"
 
         killed_at = stack.kill_group(victim, signal.SIGKILL)
+        stack.start_worker(pool="io")  # a replacement: the module's stack keeps two workers
         stack.wait_runs(ref, 2, timeout=30)
         stack.reap(victim)
         # The resumed run waits on the same question (a second of reads after its start).
@@ -269,3 +278,111 @@ def test_sigkill_while_the_tool_waits_for_its_answer_asks_once_and_completes(
     assert text_of(watch.last[task_id]["result"]) == "refunded 3.00 on K-1 (after a crash)"
     assert watch.keys[task_id] == {key}, "the client saw one question over the task's life"
     assert stack.task_hash(ref)["runs"] == "2", "one resumed run"
+
+
+# -- the TypeScript SDK (1.32.2), 2025-11-25 ---------------------------------------------------
+@pytest.fixture(scope="module")
+def node() -> NodeInstall:
+    return installed_or_skip()
+
+
+def test_typescript_sdk_lists_reads_and_renders_them(stack: Stack, node: NodeInstall) -> None:
+    reads = ["shop://policy", "config://settings", "shop://orders/B-2", "menu://dishes/soup"]
+    ran = run_sdk_scenario(node, stack.url(0), "resources", {"read": reads})
+    report, describe = ran.report, ran.describe()
+    assert ran.ok and report.get("error") is None, describe
+    assert report["protocolVersion"] == "2025-11-25", describe
+    assert {r["uri"] for r in report["resources"]} == {"shop://policy", "config://settings"}
+    templates = {t["uriTemplate"] for t in report["resourceTemplates"]}
+    assert templates == {"shop://orders/{order_id}", "menu://dishes/{name}"}, describe
+    texts_read = {uri: contents[0]["text"] for uri, contents in report["reads"].items()}
+    assert texts_read["shop://policy"].startswith("# Refunds"), describe
+    assert texts_read["config://settings"] == '{"theme": "dark", "language": "en"}', describe
+    assert '"B-2"' in texts_read["shop://orders/B-2"], describe
+    assert texts_read["menu://dishes/soup"] == "soup: a house speciality", describe
+
+    got = [{"name": "apology", "arguments": {"customer": "Bo", "issue": "a cold soup"}}]
+    ran = run_sdk_scenario(node, stack.url(0), "prompts", {"get": got})
+    report, describe = ran.report, ran.describe()
+    assert ran.ok and report.get("error") is None, describe
+    assert {p["name"] for p in report["prompts"]} == {"apology", "review_code"}, describe
+    (rendered,) = report["got"]
+    text = rendered["messages"][0]["content"]["text"]
+    assert text == "Write a short apology to Bo for a cold soup.", describe
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "progress", "logs", "expected"),
+    [
+        (
+            "reindex",
+            {"items": 2},
+            [2, 2],
+            [
+                ["info", None, {"msg": "reindexing 2 items", "extra": None}],
+                ["warning", "catalog", {"msg": "reindex finished", "extra": None}],
+            ],
+            '{"items":2,"status":"reindexed"}',
+        ),
+        (
+            "long_running_task",
+            {"task_name": "stock", "steps": 2},
+            [1, 1],
+            [
+                ["info", None, "Starting: stock"],
+                ["debug", None, "Completed step 1"],
+                ["debug", None, "Completed step 2"],
+            ],
+            "Task 'stock' completed",
+        ),
+    ],
+    ids=["fastmcp", "sdk"],
+)
+def test_typescript_sdk_synchronous_call_gets_progress_and_logs(
+    stack: Stack,
+    node: NodeInstall,
+    tool: str,
+    arguments: dict[str, Any],
+    progress: list[int],
+    logs: list[list[Any]],
+    expected: str,
+) -> None:
+    """A 2025-era session hears every level until it sets one; the progress that reaches the
+    call's stream ends where the tool ended."""
+    ran = run_sdk_scenario(node, stack.url(0), "idiom", {"tool": tool, "arguments": arguments})
+    report, describe = ran.report, ran.describe()
+    assert ran.ok and report.get("error") is None, describe
+    assert report["text"].replace(" ", "") == expected.replace(" ", ""), describe
+    assert [[e["level"], e["logger"], e["data"]] for e in report["logs"]] == logs, describe
+    assert report["progress"], f"no notifications/progress\n{describe}"
+    last = report["progress"][-1]
+    assert [last["progress"], last["total"]] == progress, describe
+    assert all((e["via"] or "").startswith("tools/call") for e in report["logs"]), describe
+
+
+def test_a_step_in_a_brought_tool_runs_once_across_a_sigkill(stack: Stack, tmp_path: Path) -> None:
+    """``from mcpq import step`` in a FastMCP tool: its charge is written once, though the run
+    that wrote it was killed and the tool ran again from the top."""
+    ledger = tmp_path / "ledger.txt"
+    with McpClient(stack.url(0)) as client:
+        created = client.create_task("charge_and_ship", {"order_id": "S-1", "ledger": str(ledger)})
+        task_id, ref = created["taskId"], task_ref(created["taskId"])
+        watch = TaskWatch(client)
+        watch.add([task_id])
+        watch.wait_all("input_required", timeout=30)
+        ((key, _),) = watch.last[task_id]["inputRequests"].items()
+        assert ledger.read_text() == "charged S-1\n"
+        (victim,) = wait_until(
+            lambda: stack.worker_that_received("charge_and_ship", ref), timeout=10, message="it"
+        )
+        stack.kill_group(victim, signal.SIGKILL)
+        stack.start_worker(pool="io")
+        stack.wait_runs(ref, 2, timeout=30)
+        stack.reap(victim)
+        watch.wait_all("input_required", timeout=30)
+        answer = {"action": "accept", "content": {"ship": True}}
+        assert client.update(task_id, {key: answer}).result["resultType"] == "complete"
+        watch.wait_all("completed", timeout=30)
+    assert text_of(watch.last[task_id]["result"]) == "ch-S-1 shipped"
+    assert ledger.read_text() == "charged S-1\n", "charged once across two runs"
+    assert stack.task_hash(ref)["runs"] == "2"
