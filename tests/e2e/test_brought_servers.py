@@ -17,6 +17,8 @@ Redis, a web process, two io-pool Celery workers.
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -386,3 +388,39 @@ def test_a_step_in_a_brought_tool_runs_once_across_a_sigkill(stack: Stack, tmp_p
     assert text_of(watch.last[task_id]["result"]) == "ch-S-1 shipped"
     assert ledger.read_text() == "charged S-1\n", "charged once across two runs"
     assert stack.task_hash(ref)["runs"] == "2"
+
+
+# -- mcpq call, from a terminal's point of view (no terminal: answers given up front) ------------
+def mcpq_call(stack: Stack, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcpq", "call", "--url", stack.url(0), *argv],
+        env=stack.child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["refund", "order_id=C-3", "amount=4.5", "--answer", "approve=true"],
+            "refunded 4.50 on C-3 (no note)",
+        ),
+        (
+            [
+                *("book_table", "date=2024-12-25", "time=20:00", "party_size=2"),
+                *("--answer", "checkAlternative=false"),
+            ],
+            "[CANCELLED] No booking made",
+        ),
+        (["long_running_task", "task_name=audit", "steps=2"], "Task 'audit' completed"),
+    ],
+    ids=["fastmcp-task", "sdk-task", "sdk-synchronous"],
+)
+def test_mcpq_call_runs_their_tools(stack: Stack, argv: list[str], expected: str) -> None:
+    done = mcpq_call(stack, *argv)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert expected in done.stdout, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
