@@ -14,7 +14,7 @@ tasks client (the ``client`` extra).
 """
 
 from mcpq.shared.app import App, resource_updated
-from mcpq.shared.brought.common import step
+from mcpq.shared.brought.common import step, step_key
 from mcpq.shared.content import Audio, EmbeddedResource, Image
 from mcpq.shared.elicitation import Elicited
 from mcpq.shared.errors import ProtocolError, TaskCancelled, ToolError
@@ -45,5 +45,6 @@ __all__ = [
     "resource_updated",
     "sampling",
     "step",
+    "step_key",
     "tool",
 ]

@@ -71,8 +71,10 @@ def brought_tool(
     listing: JsonObject,
     run: Callable[[ToolContext, JsonObject], Awaitable[Any]],
     mode: Any,
+    module: str | None = None,
 ) -> BroughtTool:
-    """``run(ctx, arguments)`` is the tool's whole call: it sets :func:`current_run` itself."""
+    """``run(ctx, arguments)`` is the tool's whole call, around which :func:`current_run` is set;
+    ``module``: where the tool's function was written (what ``mcpq tools`` shows)."""
 
     async def call(ctx: ToolContext, arguments: JsonObject) -> Any:
         token = _RUN.set(ctx)
@@ -82,6 +84,8 @@ def brought_tool(
             _RUN.reset(token)
 
     call.__name__ = call.__qualname__ = str(listing["name"])
+    if module:
+        call.__module__ = module
     headers = param_headers(str(listing["name"]), call, listing["inputSchema"])
     return BroughtTool(
         name=str(listing["name"]),
@@ -103,8 +107,8 @@ def current_run() -> ToolContext:
     ctx = _RUN.get()
     if ctx is None:
         raise RuntimeError(
-            "mcpq.step() runs inside a tool that mcpq serves (a brought FastMCP or SDK tool); "
-            "in a tool written for mcpq, call ctx.step()"
+            "mcpq.step() and mcpq.step_key() run inside a brought FastMCP or SDK tool that "
+            "mcpq serves; in a tool written for mcpq, call ctx.step() and ctx.step_key()"
         )
     return ctx
 
@@ -120,6 +124,12 @@ def step(name: str, fn: Callable[[], Any]) -> Any:
     except RuntimeError:
         return ctx.step(name, fn)
     return _awaited_step(ctx, name, fn)
+
+
+def step_key(name: str) -> str:
+    """``ctx.step_key(name)`` of the running tool: the same in every run of its task, another
+    for every other task and step; an outside system's idempotency key for step ``name``."""
+    return current_run().step_key(name)
 
 
 async def _awaited_step(ctx: ToolContext, name: str, fn: Callable[[], Any]) -> Any:

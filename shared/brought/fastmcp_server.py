@@ -74,7 +74,8 @@ def tools(server: Any) -> list[BroughtTool]:
         listing = dump(tool.to_mcp_tool())
         listing.pop("execution", None)  # mcpq says it itself, per wire (frontend/methods/tools)
         mode = _MODES.get(getattr(tool.task_config, "mode", "forbidden"), "never")
-        out.append(brought_tool(listing, _runner(server, str(tool.name)), mode))
+        module = getattr(getattr(tool, "fn", None), "__module__", None)
+        out.append(brought_tool(listing, _runner(server, str(tool.name)), mode, module))
     return out
 
 

@@ -48,8 +48,13 @@ def refusals(server: Any) -> list[str]:
 
 
 def tools(server: Any) -> list[BroughtTool]:
-    listed = run_coroutine(server.list_tools)
-    return [brought_tool(dump(t), _runner(server, str(t.name)), "optional") for t in listed]
+    out = []
+    for tool in run_coroutine(server.list_tools):
+        name = str(tool.name)
+        own = server._tool_manager.get_tool(name)  # its function: where it was written
+        module = getattr(getattr(own, "fn", None), "__module__", None)
+        out.append(brought_tool(dump(tool), _runner(server, name), "optional", module))
+    return out
 
 
 def _context(server: Any, run: ToolContext | None, method: str) -> Any:

@@ -1,10 +1,11 @@
 """The "after" of the porting guide: a FastMCP tool whose side effect is made once-only with
-``mcpq.step``, the one line of mcpq in it (a replay after a crash does not charge twice)."""
+``mcpq.step`` (and its idempotency key, ``mcpq.step_key``), the one import of mcpq in it (a
+replay after a crash does not charge twice)."""
 
 from fastmcp import Context, FastMCP
 from pydantic import BaseModel
 
-from mcpq import step
+from mcpq import step, step_key
 
 mcp = FastMCP("Payments")
 
@@ -18,9 +19,10 @@ async def charge_and_ship(order_id: str, ledger: str, ctx: Context) -> str:
     """Charge an order, then ship it once a person says so."""
 
     def charge() -> str:
+        key = step_key("charge")  # the same in every run: the payment API's idempotency key
         with open(ledger, "a") as book:  # the side effect: one line per charge
             book.write(f"charged {order_id}\n")
-        return f"ch-{order_id}"
+        return f"ch-{order_id}-{len(key)}"
 
     receipt = await step("charge", charge)
     answer = await ctx.elicit(f"Ship {order_id}?", response_type=Shipping)

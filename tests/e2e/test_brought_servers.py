@@ -385,7 +385,7 @@ def test_a_step_in_a_brought_tool_runs_once_across_a_sigkill(stack: Stack, tmp_p
         answer = {"action": "accept", "content": {"ship": True}}
         assert client.update(task_id, {key: answer}).result["resultType"] == "complete"
         watch.wait_all("completed", timeout=30)
-    assert text_of(watch.last[task_id]["result"]) == "ch-S-1 shipped"
+    assert text_of(watch.last[task_id]["result"]) == "ch-S-1-53 shipped"
     assert ledger.read_text() == "charged S-1\n", "charged once across two runs"
     assert stack.task_hash(ref)["runs"] == "2"
 

@@ -10,11 +10,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
+import mcp_types as types
 import pytest
 from fastmcp import FastMCP
 from fastmcp.server.middleware import Middleware
 from fastmcp.utilities.tasks import TaskConfig
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 from mcpq.shared.brought import bring, kind
 from mcpq.shared.registry import Registry
@@ -152,3 +154,43 @@ def test_an_mcpq_failure_inside_what_their_server_raised_is_taken_back_out() -> 
         with pytest.raises(StoreUnavailable):
             raise_ours(wrapped)
     raise_ours(ValueError("the tool's own"))  # nothing of mcpq's inside: nothing raised
+
+
+class FakeRun:
+    """What a brought tool's context reaches of the mcpq run: the calls, recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    async def sample(self, messages: Any, max_tokens: int, **params: Any) -> dict[str, Any]:
+        self.calls.append(("sample", (messages, max_tokens, params)))
+        return {"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m"}
+
+    async def elicit_url(self, message: str, url: str, elicitation_id: str) -> dict[str, Any]:
+        self.calls.append(("elicit_url", (message, url, elicitation_id)))
+        return {"action": "accept"}
+
+
+def test_an_sdk_tool_s_sampling_and_url_questions_go_to_the_run() -> None:
+    server = MCPServer("asks")
+
+    @server.tool()
+    async def capital(country: str, ctx: Context) -> str:
+        message = types.SamplingMessage(
+            role="user", content=types.TextContent(type="text", text=f"Capital of {country}?")
+        )
+        answer = await ctx.session.create_message([message], max_tokens=20, temperature=0.1)
+        linked = await ctx.elicit_url("Sign in", "https://example.com/login", "login-1")
+        assert isinstance(answer.content, types.TextContent)
+        return f"{answer.content.text}/{linked.action}"
+
+    brought = bring(server, "m:server")
+    assert brought is not None
+    run = FakeRun()
+    result = anyio.run(brought.tools[0].call, run, {"country": "France"})
+    assert result["content"] == [{"type": "text", "text": "Paris/accept"}]
+    (sampled, linked) = run.calls
+    messages, max_tokens, params = sampled[1]
+    assert messages[0]["content"]["text"] == "Capital of France?" and max_tokens == 20
+    assert params == {"temperature": 0.1}
+    assert linked == ("elicit_url", ("Sign in", "https://example.com/login", "login-1"))
