@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import re
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -100,6 +101,26 @@ def brought_tool(
         param_headers=headers,
         their_listing=listing,
     )
+
+
+#: How a tool reads the HTTP request it was called with, in FastMCP and in the SDK.
+_HTTP_REQUEST = re.compile(
+    r"\b(get_http_request|get_http_headers|CurrentRequest|CurrentHeaders)\s*\(|"
+    r"\.request_context\s*\.\s*request\b"
+)
+
+
+def reads_http_request(fn: Callable[..., Any] | None) -> str | None:
+    """What in ``fn``'s source reads the HTTP request (``None``: nothing, or no source). A tool
+    runs on a worker, where there is no HTTP request: such a tool cannot carry over."""
+    if fn is None:
+        return None
+    try:
+        source = inspect.getsource(inspect.unwrap(fn))
+    except (OSError, TypeError):
+        return None
+    found = _HTTP_REQUEST.search(source)
+    return None if found is None else found.group(0).strip(" (")
 
 
 def current_run() -> ToolContext:

@@ -29,6 +29,7 @@ from mcpq.shared.brought.common import (
     brought_tool,
     dump,
     raise_ours,
+    reads_http_request,
     run_coroutine,
 )
 from mcpq.shared.errors import ToolError
@@ -38,6 +39,10 @@ from mcpq.shared.tool_context import LOG_LEVELS, LogLevel, ToolContext
 from mcpq.shared.tools import TaskMode
 
 _MODES: dict[str, TaskMode] = {"forbidden": "never", "optional": "optional", "required": "required"}
+_HTTP_LINE = (
+    "the HTTP request in tool {tool!r} ({reads}): a tool runs on a worker, where there is "
+    "none; take what it needs as an argument"
+)
 _SEGMENT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -58,6 +63,9 @@ def refusals(server: Any) -> list[str]:
             f"middleware ({names}): it wraps a request of FastMCP's transport, which mcpq "
             "does not use; move its checks into the tools, or into mcpq's own (scopes=...)"
         )
+    for tool in run_coroutine(lambda: server.list_tools(run_middleware=False)):
+        if reads := reads_http_request(getattr(tool, "fn", None)):
+            found.append(_HTTP_LINE.format(tool=tool.name, reads=reads))
     others = [p for p in server.providers if p is not server._local_provider]
     if others:
         found.append(

@@ -26,6 +26,7 @@ from mcpq.shared.brought.common import (
     brought_tool,
     dump,
     raise_ours,
+    reads_http_request,
     run_coroutine,
 )
 from mcpq.shared.content import EmbeddedResource
@@ -44,6 +45,12 @@ def refusals(server: Any) -> list[str]:
             "a lifespan (MCPServer(lifespan=...)): its connections would live in one process "
             "while the tools run on workers; open them in the tool, or at module import"
         )
+    for tool in server._tool_manager.list_tools():
+        if reads := reads_http_request(tool.fn):
+            found.append(
+                f"the raw request in tool {tool.name!r} ({reads}): a tool runs on a worker, "
+                "where there is no HTTP request; take what it needs as an argument"
+            )
     return found
 
 

@@ -245,18 +245,36 @@ def test_a_synchronous_call_gets_progress_and_the_logs_of_its_level(
     assert progress[-1][:2] in {(3, 3), (1, 1)}, progress
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments", "content", "expected"),
+    [
+        (
+            "refund",
+            {"order_id": "K-1", "amount": 3},
+            {"approve": True, "note": "after a crash"},
+            "refunded 3.00 on K-1 (after a crash)",
+        ),
+        (
+            "book_table",
+            {"date": "2024-12-25", "time": "21:00", "party_size": 6},
+            {"checkAlternative": True, "alternativeDate": "2024-12-28"},
+            "[SUCCESS] Booked for 2024-12-28 at 21:00",
+        ),
+    ],
+    ids=["fastmcp", "sdk"],
+)
 def test_sigkill_while_the_tool_waits_for_its_answer_asks_once_and_completes(
-    stack: Stack,
+    stack: Stack, tool: str, arguments: dict[str, Any], content: dict[str, Any], expected: str
 ) -> None:
     with McpClient(stack.url(0)) as client:
-        created = client.create_task("refund", {"order_id": "K-1", "amount": 3})
+        created = client.create_task(tool, arguments)
         task_id, ref = created["taskId"], task_ref(created["taskId"])
         watch = TaskWatch(client)
         watch.add([task_id])
         watch.wait_all("input_required", timeout=30)
         ((key, question),) = watch.last[task_id]["inputRequests"].items()
         victims = wait_until(
-            lambda: stack.worker_that_received("refund", ref), timeout=10, message="its worker"
+            lambda: stack.worker_that_received(tool, ref), timeout=10, message="its worker"
         )
         (victim,) = victims
         assert stack.task_hash(ref)["runs"] == "1"
@@ -272,12 +290,12 @@ def test_sigkill_while_the_tool_waits_for_its_answer_asks_once_and_completes(
         assert task["status"] == "input_required", task
         assert task["inputRequests"] == {key: question}, task["inputRequests"]
 
-        answer = {"action": "accept", "content": {"approve": True, "note": "after a crash"}}
+        answer = {"action": "accept", "content": content}
         assert client.update(task_id, {key: answer}).result["resultType"] == "complete"
         watch.wait_all("completed", timeout=30)
         print(f"\n[brought SIGKILL] kill -> completed: {time.monotonic() - killed_at:.2f}s")
 
-    assert text_of(watch.last[task_id]["result"]) == "refunded 3.00 on K-1 (after a crash)"
+    assert text_of(watch.last[task_id]["result"]) == expected
     assert watch.keys[task_id] == {key}, "the client saw one question over the task's life"
     assert stack.task_hash(ref)["runs"] == "2", "one resumed run"
 
@@ -289,6 +307,10 @@ def node() -> NodeInstall:
 
 
 def test_typescript_sdk_lists_reads_and_renders_them(stack: Stack, node: NodeInstall) -> None:
+    ran = run_sdk_scenario(node, stack.url(0), "initialize", {})
+    assert ran.ok and ran.report.get("error") is None, ran.describe()
+    listed = {t["name"] for t in ran.report["tools"]}
+    assert {"refund", "reindex", "book_table", "long_running_task"} <= listed, ran.describe()
     reads = ["shop://policy", "config://settings", "shop://orders/B-2", "menu://dishes/soup"]
     ran = run_sdk_scenario(node, stack.url(0), "resources", {"read": reads})
     report, describe = ran.report, ran.describe()

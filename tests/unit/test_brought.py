@@ -84,15 +84,47 @@ def _mounted() -> FastMCP:
     return outer
 
 
+def _fastmcp_reading_headers() -> FastMCP:
+    server = FastMCP("headers")
+
+    @server.tool
+    def whoami() -> str:
+        from fastmcp.server.dependencies import get_http_headers
+
+        return get_http_headers().get("x-user", "")
+
+    return server
+
+
+def _sdk_reading_the_request() -> MCPServer:
+    server = MCPServer("request")
+
+    @server.tool()
+    async def agent(ctx: Context) -> str:
+        request = ctx.request_context.request
+        return str(getattr(request, "headers", {}).get("user-agent"))
+
+    return server
+
+
 @pytest.mark.parametrize(
     ("make", "says"),
     [
+        (_fastmcp_reading_headers, "FastMCP server uses the HTTP request in tool 'whoami'"),
+        (_sdk_reading_the_request, "MCPServer server uses the raw request in tool 'agent'"),
         (lambda: _fastmcp(lifespan=pool), "FastMCP server uses a lifespan (FastMCP(lifespan=...))"),
         (lambda: _fastmcp(middleware=[Audit()]), "FastMCP server uses middleware (Audit)"),
         (_mounted, "FastMCP server uses a mounted server or another provider"),
         (lambda: MCPServer("s", lifespan=pool), "MCPServer server uses a lifespan"),
     ],
-    ids=["fastmcp-lifespan", "fastmcp-middleware", "fastmcp-mount", "sdk-lifespan"],
+    ids=[
+        "fastmcp-http-request",
+        "sdk-raw-request",
+        "fastmcp-lifespan",
+        "fastmcp-middleware",
+        "fastmcp-mount",
+        "sdk-lifespan",
+    ],
 )
 def test_what_cannot_carry_over_is_one_line_naming_it(make: Any, says: str) -> None:
     with pytest.raises(ToolDefinitionError) as refused:
