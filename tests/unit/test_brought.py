@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from fastmcp import Context as FastContext
 from fastmcp import FastMCP
 from fastmcp.server.middleware import Middleware
 from fastmcp.utilities.tasks import TaskConfig
@@ -226,3 +227,35 @@ def test_an_sdk_tool_s_sampling_and_url_questions_go_to_the_run() -> None:
     assert messages[0]["content"]["text"] == "Capital of France?" and max_tokens == 20
     assert params == {"temperature": 0.1}
     assert linked == ("elicit_url", ("Sign in", "https://example.com/login", "login-1"))
+
+
+def test_a_brought_tool_reads_its_own_server_s_resource() -> None:
+    """``ctx.read_resource`` in a worker: the server's own resource, read in the process."""
+    fast = FastMCP("reads")
+
+    @fast.resource("notes://today")
+    def today() -> str:
+        return "ship it"
+
+    @fast.tool
+    async def fast_read(ctx: FastContext) -> str:
+        result = await ctx.read_resource("notes://today")
+        return str(result.contents[0].content)
+
+    sdk = MCPServer("reads")
+
+    @sdk.resource("notes://today")
+    def sdk_today() -> str:
+        return "ship it"
+
+    @sdk.tool()
+    async def sdk_read(ctx: Context) -> str:
+        (item,) = await ctx.read_resource("notes://today")
+        return str(item.content)
+
+    for server in (fast, sdk):
+        brought = bring(server, "m:server")
+        assert brought is not None
+        (tool,) = brought.tools
+        result = anyio.run(tool.call, FakeRun(), {})
+        assert result["content"] == [{"type": "text", "text": "ship it"}], tool.name
