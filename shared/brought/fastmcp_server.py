@@ -43,6 +43,15 @@ _HTTP_LINE = (
     "the HTTP request in tool {tool!r} ({reads}): a tool runs on a worker, where there is "
     "none; take what it needs as an argument"
 )
+# Refused, not dropped: serving these without their checks would open what they protect.
+_AUTH_LINE = (
+    "an auth provider (FastMCP(auth=...)): mcpq authenticates callers itself; set MCPQ_AUTH "
+    "(oauth or apikey) and drop auth= here"
+)
+_CHECK_LINE = (
+    "an auth check on {what} (auth=...): mcpq checks scopes itself; declare them in "
+    "MCPQ_OAUTH_SCOPES or on an mcpq tool (scopes=...)"
+)
 _SEGMENT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -63,9 +72,12 @@ def refusals(server: Any) -> list[str]:
             f"middleware ({names}): it wraps a request of FastMCP's transport, which mcpq "
             "does not use; move its checks into the tools, or into mcpq's own (scopes=...)"
         )
+    if server.auth is not None:
+        found.append(_AUTH_LINE)
     for tool in run_coroutine(lambda: server.list_tools(run_middleware=False)):
         if reads := reads_http_request(getattr(tool, "fn", None)):
             found.append(_HTTP_LINE.format(tool=tool.name, reads=reads))
+    found += [_CHECK_LINE.format(what=what) for what in _checked(server)]
     others = [p for p in server.providers if p is not server._local_provider]
     if others:
         found.append(
@@ -73,6 +85,23 @@ def refusals(server: Any) -> list[str]:
             "server on its own, MCPQ_TOOLS=module:server for each"
         )
     return found
+
+
+def _checked(server: Any) -> list[str]:
+    """The tools, resources, templates and prompts that carry FastMCP auth checks. Read from
+    the server's own components: a listing hides them from a caller with no token."""
+    from fastmcp.prompts import Prompt as TheirPrompt
+    from fastmcp.resources import Resource as TheirResource
+    from fastmcp.resources import ResourceTemplate as TheirTemplate
+
+    def what(c: Any) -> str:
+        for cls, noun in ((TheirTemplate, "template"), (TheirResource, "resource")):
+            if isinstance(c, cls):
+                return f"{noun} {str(getattr(c, 'uri_template', None) or c.uri)!r}"
+        return f"{'prompt' if isinstance(c, TheirPrompt) else 'tool'} {c.name!r}"
+
+    components = server._local_provider._components.values()
+    return [what(c) for c in components if getattr(c, "auth", None)]
 
 
 def tools(server: Any) -> list[BroughtTool]:

@@ -45,6 +45,20 @@ def refusals(server: Any) -> list[str]:
             "a lifespan (MCPServer(lifespan=...)): its connections would live in one process "
             "while the tools run on workers; open them in the tool, or at module import"
         )
+    if server.settings.auth is not None:
+        found.append(
+            "auth settings (MCPServer(auth=..., token_verifier=...)): mcpq authenticates "
+            "callers itself; set MCPQ_AUTH (oauth or apikey) and drop them here"
+        )
+    theirs = [
+        m for m in server._lowlevel_server.middleware if not type(m).__module__.startswith("mcp.")
+    ]
+    if theirs:
+        names = ", ".join(sorted({type(m).__name__ for m in theirs}))
+        found.append(
+            f"middleware ({names}): it wraps a request of the SDK's own server, which mcpq "
+            "does not use; move its checks into the tools, or into mcpq's own (MCPQ_AUTH, scopes)"
+        )
     for tool in server._tool_manager.list_tools():
         if reads := reads_http_request(tool.fn):
             found.append(

@@ -108,9 +108,53 @@ def _sdk_reading_the_request() -> MCPServer:
     return server
 
 
+def _fastmcp_with_an_auth_provider() -> FastMCP:
+    from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
+
+    return FastMCP("guarded", auth=StaticTokenVerifier(tokens={"t": {"client_id": "c"}}))
+
+
+def _fastmcp_with_a_checked_tool() -> FastMCP:
+    from fastmcp.utilities.authorization import require_scopes
+
+    server = FastMCP("checked")
+
+    @server.tool(auth=require_scopes("admin"))
+    def purge() -> str:
+        return "purged"
+
+    return server
+
+
+class _Verifier:
+    async def verify_token(self, token: str) -> None:
+        return None
+
+
+def _sdk_with_auth() -> MCPServer:
+    from mcp.server.auth.settings import AuthSettings
+
+    settings = AuthSettings(
+        issuer_url="https://auth.example.com",
+        resource_server_url="https://mcp.example.com",
+        required_scopes=["mcp"],
+        validate_token_resource=True,
+    )
+    return MCPServer("guarded", auth=settings, token_verifier=_Verifier())  # type: ignore[arg-type]
+
+
+class _Stamp:
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        return await call_next(ctx)
+
+
 @pytest.mark.parametrize(
     ("make", "says"),
     [
+        (_fastmcp_with_an_auth_provider, "FastMCP server uses an auth provider (FastMCP(auth=...))"),
+        (_fastmcp_with_a_checked_tool, "FastMCP server uses an auth check on tool 'purge'"),
+        (_sdk_with_auth, "MCPServer server uses auth settings"),
+        (lambda: MCPServer("mw", middleware=[_Stamp()]), "MCPServer server uses middleware (_Stamp)"),
         (_fastmcp_reading_headers, "FastMCP server uses the HTTP request in tool 'whoami'"),
         (_sdk_reading_the_request, "MCPServer server uses the raw request in tool 'agent'"),
         (lambda: _fastmcp(lifespan=pool), "FastMCP server uses a lifespan (FastMCP(lifespan=...))"),
@@ -119,6 +163,10 @@ def _sdk_reading_the_request() -> MCPServer:
         (lambda: MCPServer("s", lifespan=pool), "MCPServer server uses a lifespan"),
     ],
     ids=[
+        "fastmcp-auth-provider",
+        "fastmcp-auth-check",
+        "sdk-auth",
+        "sdk-middleware",
         "fastmcp-http-request",
         "sdk-raw-request",
         "fastmcp-lifespan",
