@@ -148,13 +148,17 @@ class _Stamp:
         return await call_next(ctx)
 
 
+def _sdk_with_middleware() -> MCPServer:
+    return MCPServer("mw", middleware=[_Stamp()])
+
+
 @pytest.mark.parametrize(
     ("make", "says"),
     [
-        (_fastmcp_with_an_auth_provider, "FastMCP server uses an auth provider (FastMCP(auth=...))"),
+        (_fastmcp_with_an_auth_provider, "FastMCP server uses an auth provider (FastMCP(auth="),
         (_fastmcp_with_a_checked_tool, "FastMCP server uses an auth check on tool 'purge'"),
         (_sdk_with_auth, "MCPServer server uses auth settings"),
-        (lambda: MCPServer("mw", middleware=[_Stamp()]), "MCPServer server uses middleware (_Stamp)"),
+        (_sdk_with_middleware, "MCPServer server uses middleware (_Stamp)"),
         (_fastmcp_reading_headers, "FastMCP server uses the HTTP request in tool 'whoami'"),
         (_sdk_reading_the_request, "MCPServer server uses the raw request in tool 'agent'"),
         (lambda: _fastmcp(lifespan=pool), "FastMCP server uses a lifespan (FastMCP(lifespan=...))"),
