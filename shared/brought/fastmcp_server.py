@@ -95,9 +95,10 @@ def _checked(server: Any) -> list[str]:
     from fastmcp.resources import ResourceTemplate as TheirTemplate
 
     def what(c: Any) -> str:
-        for cls, noun in ((TheirTemplate, "template"), (TheirResource, "resource")):
-            if isinstance(c, cls):
-                return f"{noun} {str(getattr(c, 'uri_template', None) or c.uri)!r}"
+        if isinstance(c, TheirTemplate):
+            return f"template {c.uri_template!r}"
+        if isinstance(c, TheirResource):
+            return f"resource {str(c.uri)!r}"
         return f"{'prompt' if isinstance(c, TheirPrompt) else 'tool'} {c.name!r}"
 
     components = server._local_provider._components.values()
