@@ -12,8 +12,9 @@
   ``read_resource`` and ``render_prompt`` on the web's user-code threads, as ours are.
 - **Refused in one line at import** (:func:`refusals`): a lifespan (it would hold connections
   in one process while the tools run in others), middleware of the user's (it wraps a request
-  mcpq does not make), mounted servers and other providers, templates whose variables are not
-  one path segment each.
+  mcpq does not make), FastMCP's own auth (a provider, a component's check: served without it,
+  what it guards would be open), a tool that reads the HTTP request (a worker has none),
+  mounted servers and other providers, templates whose variables are not one path segment.
 """
 
 from __future__ import annotations

@@ -11,8 +11,10 @@
   for one, else a synchronous call, run as durably).
 - **Resources, templates and prompts** are read and rendered by the server's own
   ``read_resource`` and ``get_prompt`` on the web's user-code threads.
-- **Refused in one line at import:** a lifespan (``MCPServer(lifespan=...)``), and templates
-  whose variables are not one path segment each.
+- **Refused in one line at import:** a lifespan (``MCPServer(lifespan=...)``), auth settings
+  (mcpq authenticates callers itself), middleware of the user's, a tool that reads the raw
+  request (``ctx.request_context.request``: a worker has none), and templates whose variables
+  are not one path segment each.
 """
 
 from __future__ import annotations
