@@ -56,6 +56,10 @@ def measure_web(plan: Plan, workdir: Path) -> tuple[Rate, int]:
         stack.close()
 
 
+#: The shortest window between the 10 % and 90 % marks that is measured as such.
+MIN_WINDOW_S = 0.5
+
+
 # -- 2. one worker process per pool kind --------------------------------------------------------
 def measure_worker(pool_kind: str, plan: Plan, workdir: Path) -> tuple[Rate, int]:
     stack = Stack(f"capacity-{pool_kind}", workdir, tools=DEFAULT_TOOLS, env=COUNTED)
@@ -83,10 +87,16 @@ def measure_worker(pool_kind: str, plan: Plan, workdir: Path) -> tuple[Rate, int
             marks.append((time.monotonic(), tree_cpu_seconds(pid), completed(stack)))
         (t0, cpu0, n0), (t1, cpu1, n1) = marks
         wait_completed(stack, total, timeout=600)
-        if n1 - n0 < max(1, (high - low) // 2):
+        missed = n1 - n0 < max(1, (high - low) // 2)
+        # Too short to measure: the completion counters move in steps (a worker's counts are
+        # written in batches), so both marks can land on one step; a window of a few ms reads
+        # 0 CPU at the kernel's tick. Seen: 66 completions "in 8 ms", 0.0 ms of CPU.
+        too_short = t1 - t0 < MIN_WINDOW_S or cpu1 - cpu0 <= 0
+        if missed or too_short:
             # NOTE: the polls missed the window (a loaded host read the counters late, and the
-            # worker drained most of the backlog in between): the whole drain instead, from the
-            # worker's start (its start-up counted: a lower rate, never a made-up one).
+            # worker drained most of the backlog in between), or it was too short to measure:
+            # the whole drain instead, from the worker's start (its start-up counted: a lower
+            # rate, never a made-up one).
             (t0, cpu0, n0) = started
             (t1, cpu1, n1) = (time.monotonic(), tree_cpu_seconds(pid), completed(stack))
         done = max(1, n1 - n0)
