@@ -21,6 +21,7 @@ from mcpq.frontend.http_messages import HttpReply, HttpRequest
 from mcpq.frontend.jsonrpc import Notification, RequestError, RpcRequest
 from mcpq.frontend.legacy.session import LegacyEndpoint, is_legacy
 from mcpq.frontend.rate_limits import FloodShield
+from mcpq.frontend.request_spans import traced
 from mcpq.frontend.services import REQUEST_ID, Services
 from mcpq.frontend.streams import StreamReply
 from mcpq.shared import jsonutil
@@ -124,14 +125,23 @@ class McpEndpoint:
         except RequestError as exc:
             return self._reply(exc.id, error=exc.error), None, exc.error.code
         if is_legacy(req, message):
-            return await self.legacy.handle(req, message)
+            # A 2025-era message: its span (when tracing is on) around the session's handling.
+            method, params = _method_and_params(message)
+            version = req.header("mcp-protocol-version")
+            rid = message.get("id") if isinstance(message, dict) else None
+            legacy = self.legacy
+            return await traced(
+                req, method, params, version, rid, lambda: legacy.handle(req, message)
+            )
         try:
             rpc = jsonrpc.validate(req, message, s.require_task_name, self._param_headers)
         except Notification:
             return HttpReply(202, b"", None), None, None
         except RequestError as exc:
             return self._reply(exc.id, error=exc.error), None, exc.error.code
-        return await self._dispatch(rpc, req)
+        return await traced(
+            req, rpc.method, rpc.params, rpc.version, rpc.id, lambda: self._dispatch(rpc, req)
+        )
 
     def _param_headers(self, tool_name: str) -> dict[str, str]:
         """The ``x-mcp-header`` arguments of a served tool (none for an unknown one: the tool
@@ -168,6 +178,17 @@ class McpEndpoint:
             log.exception("unhandled error", extra={"method": rpc.method, "error_id": error_id})
             error = internal_error(error_id)
         return self._reply(rpc.id, error=error), rpc, error.code
+
+
+def _method_and_params(message: Any) -> tuple[str, dict[str, Any]]:
+    """A 2025-era message's method and params, as far as they are readable (for its span)."""
+    if not isinstance(message, dict):
+        return "batch", {}
+    method, params = message.get("method"), message.get("params")
+    name = method if isinstance(method, str) and method in KNOWN_METHODS else "other"
+    if not isinstance(method, str):
+        name = "response"  # a client's answer to one of the server's requests
+    return name, params if isinstance(params, dict) else {}
 
 
 def _log_fields(

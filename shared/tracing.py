@@ -1,0 +1,217 @@
+"""OpenTelemetry tracing, configured the standard way (the ``OTEL_*`` variables).
+
+- **On** when ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set, or
+  ``OTEL_TRACES_EXPORTER`` names an exporter (``otlp``, ``console``); ``OTEL_SDK_DISABLED=true``
+  forces it off. **Off** means the SDK is never imported (its memory counts in every process) and
+  the hot path makes no span object: :data:`OFF`'s span is one shared no-op.
+- Each process is one **role**: ``web`` or ``worker``. Its service name is ``mcpq-web`` or
+  ``mcpq-worker`` unless ``OTEL_SERVICE_NAME`` (or ``service.name`` in
+  ``OTEL_RESOURCE_ATTRIBUTES``) says otherwise; the resource attribute ``mcpq.role`` always says
+  which. The exporter, sampler and resource come from the SDK's own reading of ``OTEL_*``.
+- A span's parent is the client's: W3C ``traceparent``/``tracestate`` from the request's
+  ``params._meta`` (what the official SDKs send), else from the HTTP headers.
+- **Nothing secret:** callers give only names, counts and states as attributes (never a taskId,
+  an argument, an answer or a result); this module adds nothing of its own.
+
+Call :func:`configure` once per process, after a fork (a prefork worker's child configures its
+own: the batch exporter's thread does not survive a fork).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
+
+#: What the MCP SDKs put in ``params._meta`` (and HTTP carries as headers).
+TRACE_KEYS = ("traceparent", "tracestate")
+_ON_VALUES = {"otlp", "console"}
+
+
+def wanted(environ: Mapping[str, str]) -> bool:
+    """Whether the environment turns tracing on."""
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or environ.get(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    ):
+        return environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() != "none"
+    exporters = {e.strip().lower() for e in environ.get("OTEL_TRACES_EXPORTER", "").split(",")}
+    return bool(exporters & _ON_VALUES)
+
+
+class Span(Protocol):
+    """The part of a span callers use: attributes, events, the error it ended with."""
+
+    def set(self, key: str, value: str | int | float | bool) -> None: ...
+
+    def event(self, name: str, attributes: Mapping[str, str | int | float | bool]) -> None: ...
+
+    def fail(self, code: int | str, message: str) -> None: ...
+
+
+class _NoSpan:
+    def set(self, key: str, value: str | int | float | bool) -> None:
+        return None
+
+    def event(self, name: str, attributes: Mapping[str, str | int | float | bool]) -> None:
+        return None
+
+    def fail(self, code: int | str, message: str) -> None:
+        return None
+
+
+NO_SPAN = _NoSpan()
+
+
+class Tracing:
+    """Off: every span is :data:`NO_SPAN`, entered and left at no cost."""
+
+    on = False
+
+    def server_span(
+        self,
+        name: str,
+        attributes: Mapping[str, str | int | float | bool],
+        meta: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> contextlib.AbstractContextManager[Span]:
+        """A SERVER span for one request, child of the caller's context (``meta`` first, then
+        ``headers``); current while the request is handled."""
+        return _NOTHING
+
+    def carrier(self) -> dict[str, str]:
+        """The current context, as ``traceparent``/``tracestate`` (empty when off or none)."""
+        return {}
+
+
+class _Nothing(contextlib.AbstractContextManager[Span]):
+    """A no-op span context, one shared instance: entering and leaving it allocates nothing."""
+
+    def __enter__(self) -> Span:
+        return NO_SPAN
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NOTHING = _Nothing()
+OFF = Tracing()
+
+
+class _OtelSpan:
+    def __init__(self, span: Any) -> None:
+        self._span = span
+
+    def set(self, key: str, value: str | int | float | bool) -> None:
+        self._span.set_attribute(key, value)
+
+    def event(self, name: str, attributes: Mapping[str, str | int | float | bool]) -> None:
+        self._span.add_event(name, dict(attributes))
+
+    def fail(self, code: int | str, message: str) -> None:
+        from opentelemetry.trace import Status, StatusCode
+
+        self._span.set_attribute("error.type", str(code))
+        self._span.set_status(Status(StatusCode.ERROR, message))
+
+
+class _On(Tracing):
+    on = True
+
+    def __init__(self, tracer: Any) -> None:
+        from opentelemetry import propagate, trace
+
+        self._tracer = tracer
+        self._propagate = propagate
+        self._kind = trace.SpanKind.SERVER
+
+    def _parent(self, meta: Mapping[str, Any] | None, headers: Mapping[str, str] | None) -> Any:
+        for source in (meta, headers):
+            if source is None:
+                continue
+            carrier = {k: v for k in TRACE_KEYS if isinstance(v := source.get(k), str)}
+            if carrier:
+                return self._propagate.extract(carrier)
+        return None
+
+    @contextlib.contextmanager
+    def _span(
+        self,
+        name: str,
+        attributes: Mapping[str, str | int | float | bool],
+        meta: Mapping[str, Any] | None,
+        headers: Mapping[str, str] | None,
+    ) -> Iterator[Span]:
+        parent = self._parent(meta, headers)
+        with self._tracer.start_as_current_span(
+            name, context=parent, kind=self._kind, attributes=dict(attributes)
+        ) as span:
+            yield _OtelSpan(span)
+
+    def server_span(
+        self,
+        name: str,
+        attributes: Mapping[str, str | int | float | bool],
+        meta: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> contextlib.AbstractContextManager[Span]:
+        return self._span(name, attributes, meta, headers)
+
+    def carrier(self) -> dict[str, str]:
+        carrier: dict[str, str] = {}
+        self._propagate.inject(carrier)
+        return carrier
+
+
+_CURRENT: Tracing = OFF
+
+
+def current() -> Tracing:
+    """This process's tracing (:data:`OFF` until :func:`configure` turned it on)."""
+    return _CURRENT
+
+
+def configure(
+    role: str, environ: Mapping[str, str] | None = None, *, processor: Any = None
+) -> Tracing:
+    """Set up this process's tracing for ``role`` (``web``, ``worker``) from ``environ``
+    (default: the process's). Off: nothing is imported and :data:`OFF` is returned.
+    ``processor``: a span processor of the caller's instead of the exporter the variables name
+    (tests), and then the global provider is left alone."""
+    global _CURRENT
+    env = os.environ if environ is None else environ
+    if not wanted(env):
+        _CURRENT = OFF
+        return OFF
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import OTELResourceDetector, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    detected = OTELResourceDetector().detect()  # OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME
+    named = "service.name" in detected.attributes or bool(env.get("OTEL_SERVICE_NAME"))
+    base = {"mcpq.role": role, **({} if named else {"service.name": f"mcpq-{role}"})}
+    provider = TracerProvider(resource=Resource.create(base).merge(detected))
+    provider.add_span_processor(processor or BatchSpanProcessor(_exporter(env)))
+    if processor is None:
+        trace.set_tracer_provider(provider)  # for instrumentations that use the global one
+    _CURRENT = _On(provider.get_tracer("mcpq"))
+    return _CURRENT
+
+
+def turn_off() -> None:
+    """Back to :data:`OFF` (tests; a process configures once)."""
+    global _CURRENT
+    _CURRENT = OFF
+
+
+def _exporter(env: Mapping[str, str]) -> Any:
+    if env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return ConsoleSpanExporter()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter()  # its endpoint, headers and timeout from OTEL_EXPORTER_OTLP_*
