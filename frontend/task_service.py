@@ -22,7 +22,7 @@ from typing import Any
 from mcpq.frontend import rate_limits, web_metrics
 from mcpq.frontend.producer import Producer
 from mcpq.frontend.rate_limits import RateRefusals
-from mcpq.shared import answers
+from mcpq.shared import answers, tracing
 from mcpq.shared.errors import INTERNAL_ERROR, McpError, TaskNotFound, invalid_params
 from mcpq.shared.jobs import Run
 from mcpq.shared.logs import task_hash
@@ -136,7 +136,9 @@ class TaskService:
         poll_ms = s.poll_interval_ms if sync else tool.poll_interval_ms or s.poll_interval_ms
         queue = tool.queue or s.default_queue
         task = NewTask(ref, tool.name, queue, owner, arguments, caps, ttl_ms, poll_ms, pre, sync)
-        run = Run(tool.name, ref, queue, request_id)
+        # The request's trace (empty when tracing is off): the run's span joins it.
+        trace = tracing.current().carrier().get("traceparent", "")
+        run = Run(tool.name, ref, queue, request_id, trace=trace)
         # The message goes out in the create's own script, unless the task is listed: then its
         # listing must be in place before any run can report (see below).
         message = None if listed_in is not None else await self.producer.message(run)

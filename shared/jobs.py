@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 REQUEST_ID_HEADER = "mcpq_request_id"
+#: The W3C ``traceparent`` of the request that sent the run (``mcpq.shared.tracing``; empty when
+#: tracing is off): the run's span joins that trace, on any worker.
+TRACE_HEADER = "mcpq_traceparent"
 
 
 class Sender(Protocol):
@@ -37,6 +40,7 @@ class Run:
     request_id: str = ""
     #: Sent by the recovery sweeper (see :func:`job_id`).
     recovery: bool = False
+    trace: str = ""
 
 
 def job_id(run: Run) -> str:
@@ -68,7 +72,7 @@ def send_run(sender: Sender, run: Run, **options: Any) -> None:
         args=[run.ref],
         task_id=job_id(run),
         queue=run.queue,
-        headers={REQUEST_ID_HEADER: run.request_id},
+        headers={REQUEST_ID_HEADER: run.request_id, TRACE_HEADER: run.trace},
         **options,
     )
 
@@ -80,4 +84,5 @@ def read_run(
     if len(args) != 1 or not isinstance(args[0], str):
         raise ValueError(f"a run message carries exactly one ref, not {args!r}")
     request_id = (headers or {}).get(REQUEST_ID_HEADER) or ""
-    return Run(tool, args[0], queue, str(request_id))
+    trace = (headers or {}).get(TRACE_HEADER) or ""
+    return Run(tool, args[0], queue, str(request_id), trace=str(trace))

@@ -81,6 +81,13 @@ class Tracing:
         ``headers``); current while the request is handled."""
         return _NOTHING
 
+    def run_span(
+        self, name: str, attributes: Mapping[str, str | int | float | bool], traceparent: str
+    ) -> contextlib.AbstractContextManager[Span]:
+        """A CONSUMER span for one run of a task, child of ``traceparent`` (the request that
+        sent the run; a new trace when empty)."""
+        return _NOTHING
+
     def carrier(self) -> dict[str, str]:
         """The current context, as ``traceparent``/``tracestate`` (empty when off or none)."""
         return {}
@@ -158,6 +165,23 @@ class _On(Tracing):
         headers: Mapping[str, str] | None = None,
     ) -> contextlib.AbstractContextManager[Span]:
         return self._span(name, attributes, meta, headers)
+
+    @contextlib.contextmanager
+    def _run_span(
+        self, name: str, attributes: Mapping[str, str | int | float | bool], traceparent: str
+    ) -> Iterator[Span]:
+        from opentelemetry.trace import SpanKind
+
+        parent = self._propagate.extract({"traceparent": traceparent}) if traceparent else None
+        with self._tracer.start_as_current_span(
+            name, context=parent, kind=SpanKind.CONSUMER, attributes=dict(attributes)
+        ) as span:
+            yield _OtelSpan(span)
+
+    def run_span(
+        self, name: str, attributes: Mapping[str, str | int | float | bool], traceparent: str
+    ) -> contextlib.AbstractContextManager[Span]:
+        return self._run_span(name, attributes, traceparent)
 
     def carrier(self) -> dict[str, str]:
         carrier: dict[str, str] = {}

@@ -25,7 +25,7 @@ from typing import Any
 from celery import Celery, Task, signals
 from celery.exceptions import CPendingDeprecationWarning, Ignore
 
-from mcpq.shared import logs, redis_tls
+from mcpq.shared import logs, redis_tls, tracing
 from mcpq.shared.celery_config import broker_is_store, celery_config
 from mcpq.shared.jobs import read_run
 from mcpq.shared.registry import Registry
@@ -134,7 +134,17 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
             terminate if alone else None, on_state, let_go=None if slot is None else slot.let_go
         )
         started = time.perf_counter()
-        outcome = run_task(app.run_deps(), run, control, alone=alone)
+        # The run's span (a no-op when tracing is off), in the trace of the request that sent
+        # it; what identifies it is the task's ref and the tool's name, never the taskId.
+        delivery = self.request.delivery_info or {}
+        attributes = {
+            "gen_ai.tool.name": tool_name,
+            "mcpq.task.ref": run.ref,
+            "messaging.destination.name": str(delivery.get("routing_key") or ""),
+        }
+        with tracing.current().run_span(f"run {tool_name}", attributes, run.trace) as span:
+            outcome = run_task(app.run_deps(), run, control, alone=alone)
+            span.set("mcpq.run.outcome", outcome.value)
         run_metrics.record(tool_name, outcome, time.perf_counter() - started)
         if outcome in _NOT_A_SUCCESS:
             raise Ignore()
@@ -171,6 +181,10 @@ class _SignalHandlers:
         signals.celeryd_after_setup.connect(self.warn_unverified_tls)
         signals.celeryd_after_setup.connect(self.quiet_connection_loss_warning)
         signals.worker_ready.connect(self.start_sweeper)
+        # Tracing per process: the main one (an io pool's runs), and each prefork child after
+        # its fork (the exporter's thread does not survive one). Off: nothing is imported.
+        signals.worker_init.connect(self.configure_tracing)
+        signals.worker_process_init.connect(self.configure_tracing)
 
     def log_format(self, logger: logging.Logger, **_: Any) -> None:
         """Celery's own lines and mcpq's share one format (JSON lines unless
@@ -180,6 +194,9 @@ class _SignalHandlers:
         for handler in logger.handlers:
             handler.setFormatter(formatter)
         logging.getLogger("mcpq").setLevel(settings.log_level.upper())
+
+    def configure_tracing(self, **_: Any) -> None:
+        tracing.configure("worker")
 
     def warn_unverified_tls(self, **_: Any) -> None:
         """Once per worker node (its main process, logging set up, before it connects)."""

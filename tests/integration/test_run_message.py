@@ -48,7 +48,12 @@ def test_later_messages_are_celerys_own_too(redis_process: RedisProcess) -> None
     # message Celery would build for that run (the same JSON values: the body is encoded by
     # orjson, Celery's by kombu), but for the (random) delivery tag.
     producer = CeleryProducer(Settings(redis_url=redis_process.url, default_queue="msg-t"))
-    runs = [Run("slow_compute", f"{i:02x}" * 16, "msg-t", f"req-{i}") for i in range(3)]
+    # With and without a trace (the traceparent header travels the same way in both builds).
+    trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    runs = [
+        Run("slow_compute", f"{i:02x}" * 16, "msg-t", f"req-{i}", trace=trace if i else "")
+        for i in range(3)
+    ]
     built = [asyncio.run(producer.message(run)) for run in runs]
     messages = producer._messages  # white box: Celery's own build of the same run
     assert messages is not None
@@ -61,6 +66,7 @@ def test_later_messages_are_celerys_own_too(redis_process: RedisProcess) -> None
         for message in (ours, celerys):
             message["body"] = json.loads(base64.b64decode(message["body"]))
         assert ours == celerys
+        assert read_run("slow_compute", [run.ref], ours["headers"]).trace == run.trace
 
 
 def test_a_pushed_message_is_consumed_by_the_workers_transport(
