@@ -135,9 +135,12 @@ class TaskService:
             ttl_ms = s.sync_ttl_ms if sync else tool_ttl
         poll_ms = s.poll_interval_ms if sync else tool.poll_interval_ms or s.poll_interval_ms
         queue = tool.queue or s.default_queue
-        task = NewTask(ref, tool.name, queue, owner, arguments, caps, ttl_ms, poll_ms, pre, sync)
-        # The request's trace (empty when tracing is off): the run's span joins it.
+        # The request's trace (empty when tracing is off): stored with the task, so every run
+        # joins it, and sent with the first run.
         trace = tracing.current().carrier().get("traceparent", "")
+        task = NewTask(
+            ref, tool.name, queue, owner, arguments, caps, ttl_ms, poll_ms, pre, sync, trace
+        )
         run = Run(tool.name, ref, queue, request_id, trace=trace)
         # The message goes out in the create's own script, unless the task is listed: then its
         # listing must be in place before any run can report (see below).
@@ -254,7 +257,9 @@ class TaskService:
             )
         if answered.reply is Reply.RESUME:
             queue = answered.queue or self.settings.default_queue
-            await self.enqueue(Run(answered.tool, ref, queue, request_id))
+            # The answering request's trace: the resumed run's span links to it.
+            trace = tracing.current().carrier().get("traceparent", "")
+            await self.enqueue(Run(answered.tool, ref, queue, request_id, trace=trace))
         return answered
 
     async def _cancel(self, owner: str, ref: str, message: str) -> Cancelled:

@@ -82,10 +82,15 @@ class Tracing:
         return _NOTHING
 
     def run_span(
-        self, name: str, attributes: Mapping[str, str | int | float | bool], traceparent: str
+        self,
+        name: str,
+        attributes: Mapping[str, str | int | float | bool],
+        traceparent: str,
+        link: str = "",
     ) -> contextlib.AbstractContextManager[Span]:
         """A CONSUMER span for one run of a task, child of ``traceparent`` (the request that
-        sent the run; a new trace when empty)."""
+        created the task; a new trace when empty), linked to ``link`` (the request that sent
+        this run, when another one: an answer, a resume)."""
         return _NOTHING
 
     def carrier(self) -> dict[str, str]:
@@ -168,20 +173,37 @@ class _On(Tracing):
 
     @contextlib.contextmanager
     def _run_span(
-        self, name: str, attributes: Mapping[str, str | int | float | bool], traceparent: str
+        self,
+        name: str,
+        attributes: Mapping[str, str | int | float | bool],
+        traceparent: str,
+        link: str,
     ) -> Iterator[Span]:
-        from opentelemetry.trace import SpanKind
+        from opentelemetry import trace
 
         parent = self._propagate.extract({"traceparent": traceparent}) if traceparent else None
+        links = []
+        if link and link != traceparent:
+            linked = trace.get_current_span(self._propagate.extract({"traceparent": link}))
+            if linked.get_span_context().is_valid:
+                links.append(trace.Link(linked.get_span_context()))
         with self._tracer.start_as_current_span(
-            name, context=parent, kind=SpanKind.CONSUMER, attributes=dict(attributes)
+            name,
+            context=parent,
+            kind=trace.SpanKind.CONSUMER,
+            attributes=dict(attributes),
+            links=links,
         ) as span:
             yield _OtelSpan(span)
 
     def run_span(
-        self, name: str, attributes: Mapping[str, str | int | float | bool], traceparent: str
+        self,
+        name: str,
+        attributes: Mapping[str, str | int | float | bool],
+        traceparent: str,
+        link: str = "",
     ) -> contextlib.AbstractContextManager[Span]:
-        return self._run_span(name, attributes, traceparent)
+        return self._run_span(name, attributes, traceparent, link)
 
     def carrier(self) -> dict[str, str]:
         carrier: dict[str, str] = {}

@@ -20,6 +20,7 @@ import os
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from celery import Celery, Task, signals
@@ -142,8 +143,14 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
             "mcpq.task.ref": run.ref,
             "messaging.destination.name": str(delivery.get("routing_key") or ""),
         }
-        with tracing.current().run_span(f"run {tool_name}", attributes, run.trace) as span:
-            outcome = run_task(app.run_deps(), run, control, alone=alone)
+        traced = tracing.current()
+        # The task's own trace (its create's), read only when tracing is on; the message's
+        # (the request that sent this run: the create, an answer) is linked when another.
+        created = app.run_deps().store.trace_of(run.ref) if traced.on else ""
+        with traced.run_span(
+            f"run {tool_name}", attributes, created or run.trace, run.trace
+        ) as span:
+            outcome = run_task(app.run_deps(), run, control, alone=alone, on_claim=_attempt(span))
             span.set("mcpq.run.outcome", outcome.value)
         run_metrics.record(tool_name, outcome, time.perf_counter() - started)
         if outcome in _NOT_A_SUCCESS:
@@ -154,6 +161,15 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
     # shared=False: Celery would otherwise add this task to every app finalized later in the
     # process (its "shared task" list), bound to this app's dependencies.
     app.task(name=tool_name, bind=True, acks_late=True, ignore_result=True, shared=False)(job)
+
+
+def _attempt(span: tracing.Span) -> Callable[[int], None]:
+    """The run's attempt number (the task's ``runs`` after its claim), on its span."""
+
+    def claimed(runs: int) -> None:
+        span.set("mcpq.run.attempt", runs)
+
+    return claimed
 
 
 class _NoBackendNoise(logging.Filter):

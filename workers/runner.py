@@ -125,12 +125,20 @@ class _Ending:
         log.info("run ended", extra=fields)
 
 
-def run_task(deps: RunDeps, run: Run, control: RunControl, *, alone: bool = False) -> RunOutcome:
+def run_task(
+    deps: RunDeps,
+    run: Run,
+    control: RunControl,
+    *,
+    alone: bool = False,
+    on_claim: Callable[[int], None] | None = None,
+) -> RunOutcome:
     """Run the task's tool once; returns what happened (a log and metrics label), and logs it.
     ``alone``: nothing else runs in this process (a prefork pool process, a run of its own);
-    otherwise a task that must run alone is run in a child process (``mcpq.workers.solo``)."""
+    otherwise a task that must run alone is run in a child process (``mcpq.workers.solo``).
+    ``on_claim``: told the task's run count once this run holds it (its span's attempt)."""
     ending = _Ending(run)
-    outcome = _run(deps, run.ref, control, ending, alone)
+    outcome = _run(deps, run.ref, control, ending, alone, on_claim)
     if outcome is RunOutcome.SOLO:
         # The child logs its own run's end.
         solo.run_alone(deps.store.lost_alone, run, deps.settings.solo_concurrency)
@@ -139,7 +147,14 @@ def run_task(deps: RunDeps, run: Run, control: RunControl, *, alone: bool = Fals
     return outcome
 
 
-def _run(deps: RunDeps, ref: str, control: RunControl, ending: _Ending, alone: bool) -> RunOutcome:
+def _run(
+    deps: RunDeps,
+    ref: str,
+    control: RunControl,
+    ending: _Ending,
+    alone: bool,
+    on_claim: Callable[[int], None] | None = None,
+) -> RunOutcome:
     s, store = deps.settings, deps.store
     # What a loss of this run would say about its tool depends on what else its process
     # holds (judge_loss in _prelude.lua): the claim records it, each renewal updates it. A
@@ -158,6 +173,8 @@ def _run(deps: RunDeps, ref: str, control: RunControl, ending: _Ending, alone: b
     if claim.reply is not Reply.OK or claim.record is None:
         return RunOutcome.not_started(claim.reply)
     record, gen = claim.record, claim.gen
+    if on_claim is not None:
+        on_claim(record.runs)
     tool = deps.registry.get(record.tool)
     if tool is None:
         message = f"Unknown tool on this worker: {record.tool}"

@@ -30,6 +30,9 @@ class NewTask:
     poll_ms: int
     pre: dict[str, Any] | None = None
     sync: bool = False
+    #: The creating request's W3C ``traceparent`` (``mcpq.shared.tracing``; empty when off):
+    #: every run of the task, however it was sent, joins that trace.
+    trace: str = ""
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,8 @@ def create(
         "poll_ms": str(t.poll_ms),
         "ttl_ms": "" if t.ttl_ms is None else str(t.ttl_ms),
     }
+    if t.trace:  # only when tracing is on: an untraced task stores nothing more
+        fields["trace"] = t.trace
     ttl = "" if t.ttl_ms is None else str(t.ttl_ms)
     a = admit or Admission("-")
     task, shard = k.task(t.ref), k.at(t.ref)

@@ -292,6 +292,13 @@ class TaskStore:
             return None
         return TaskRecord.from_hash(ref, stored, self._payloads)  # type: ignore[arg-type]
 
+    def trace_of(self, ref: str) -> str:
+        """The traceparent the task was created under (empty: none, or tracing was off). A
+        worker reads it before a run's span, only when tracing is on."""
+        with store_errors():
+            stored = self._redis.hget(self._keys.task(ref), "trace")
+        return str(stored or "")
+
     # -- the web tier's create, for tests and tools (the web runs it on the asyncio store) -------
     create = blocking(TaskPlans.create)
 

@@ -4,6 +4,8 @@ gunicorn web replica and a Celery worker with ``OTEL_EXPORTER_OTLP_ENDPOINT`` se
 - a ``tools/call`` carrying an HTTP ``traceparent`` is a SERVER span of ``mcpq-web`` in that
   trace; the run it sends is a CONSUMER span of ``mcpq-worker`` in the same trace, its child;
 - a synchronous call (a hidden task) is traced through the worker the same way;
+- a run parked on its question and resumed by the answer (a request in another trace) stays in
+  the create's trace, attempt 2, linked to the answer's span;
 - no span name, attribute or event holds the taskId or a marker put in the arguments.
 """
 
@@ -17,7 +19,9 @@ import pytest
 from mcpq.ops.harness.mcp_client import McpClient, text_of
 from mcpq.ops.harness.stack import Stack
 from mcpq.shared.settings import DEFAULT_TOOLS
+from mcpq.shared.store import task_ref
 from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan
+from tests.support.procs import wait_until
 from tests.support.stacks import LiveStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -35,7 +39,11 @@ def receiver() -> Iterator[OtlpReceiver]:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, receiver: OtlpReceiver) -> Iterator[Stack]:
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "MCPQ_INPUT_HOLD_S": "1",  # a question parks its run soon
+    }
     running = LiveStack("traced", tmp_path_factory.mktemp("traced"), tools=DEFAULT_TOOLS, env=env)
     running.start(webs=1, workers=1, pool="io")
     yield running
@@ -101,3 +109,45 @@ def test_a_synchronous_call_is_traced_through_the_worker(
     (run,) = [s for s in ours if s.kind == "consumer"]
     assert (call.name, run.name, run.parent_id) == ("tools/call greet", "run greet", call.span_id)
     assert scan(receiver.spans, MARKER) == []
+
+
+def test_a_resumed_run_joins_the_create_s_trace_linked_to_the_answer(
+    stack: Stack, receiver: OtlpReceiver
+) -> None:
+    """The run parks on its question (``MCPQ_INPUT_HOLD_S``); the answer, in a trace of its own,
+    sends the second run: that run is still in the create's trace (attempt 2), linked to the
+    answer's span."""
+    created_trace, answer_trace = (
+        "6bf92f3577b34da6a3ce929d0e0e4738",
+        "7bf92f3577b34da6a3ce929d0e0e4739",
+    )
+    with McpClient(stack.url(0)) as client:
+        params = {"name": "confirm_delete", "arguments": {"filename": MARKER}}
+        headers = {"traceparent": f"00-{created_trace}-{CLIENT_SPAN}-01"}
+        task_id = client.request("tools/call", params, headers=headers, tasks=True).result["taskId"]
+        client.wait_for_status(task_id, "input_required", timeout=30, interval=0.1)
+        ref = task_ref(task_id)
+        wait_until(lambda: stack.task_hash(ref).get("parked") == "1", timeout=30, message="parked")
+        answer = {"action": "accept", "content": {"confirm": True}}
+        headers = {"traceparent": f"00-{answer_trace}-{CLIENT_SPAN}-01"}
+        assert client.update(task_id, {"elicit-1": answer}, headers=headers).result
+        client.wait_for_status(task_id, "completed", timeout=30, interval=0.1)
+
+    def both_runs(spans: list[ReceivedSpan]) -> bool:
+        runs = [s for s in spans if s.trace_id == created_trace and s.kind == "consumer"]
+        return len(runs) == 2 and any(s.trace_id == answer_trace for s in spans)
+
+    spans = receiver.wait_for(both_runs)
+    runs = sorted(
+        (s for s in spans if s.trace_id == created_trace and s.kind == "consumer"),
+        key=lambda s: s.attributes["mcpq.run.attempt"],
+    )
+    assert [r.attributes["mcpq.run.attempt"] for r in runs] == [1, 2]
+    assert [r.attributes["mcpq.run.outcome"] for r in runs] == ["parked", "completed"]
+    (call,) = [s for s in spans if s.trace_id == created_trace and s.kind == "server"]
+    assert runs[0].parent_id == runs[1].parent_id == call.span_id
+    (update,) = [s for s in spans if s.trace_id == answer_trace and s.kind == "server"]
+    assert update.name == "tasks/update"
+    assert runs[1].links == [(answer_trace, update.span_id)], runs[1].links
+    assert runs[0].links == []
+    assert scan(receiver.spans, task_id, MARKER) == []
