@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from mcpq.shared import jsonutil
+from mcpq.shared import jsonutil, tracing
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 
@@ -101,6 +101,7 @@ class JsonFormatter(logging.Formatter):
             "msg": message(record),
         }
         entry.update(fields(record))
+        entry.update(tracing.log_ids())  # logs and traces join on these (tracing on only)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         # Only inside strings can these characters occur; as \u escapes they read the same.
@@ -109,7 +110,7 @@ class JsonFormatter(logging.Formatter):
 
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        extras = fields(record)
+        extras = {**fields(record), **tracing.log_ids()}
         stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
         line = f"{stamp} {record.levelname:<7} {record.name}: {message(record)}"
         if extras:

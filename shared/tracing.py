@@ -20,6 +20,7 @@ own: the batch exporter's thread does not survive a fork).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
@@ -160,6 +161,10 @@ class _On(Tracing):
         with self._tracer.start_as_current_span(
             name, context=parent, kind=self._kind, attributes=dict(attributes)
         ) as span:
+            # Kept in the request's own (asyncio task) context for its log line, written after
+            # the span ends; a request task's context dies with it.
+            ids = span.get_span_context()
+            REQUEST_SPAN.set((format(ids.trace_id, "032x"), format(ids.span_id, "016x")))
             yield _OtelSpan(span)
 
     def server_span(
@@ -212,6 +217,29 @@ class _On(Tracing):
 
 
 _CURRENT: Tracing = OFF
+
+#: The ids of the request span that just ended in this task (a request's log line is written
+#: after its span: ``mcpq.frontend.endpoint``), for :func:`log_ids`.
+REQUEST_SPAN: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "mcpq_request_span", default=None
+)
+
+
+def log_ids() -> dict[str, str]:
+    """``trace_id`` and ``span_id`` for a log line: the current span's, else the request span
+    that just ended in this task; none when tracing is off (one attribute read)."""
+    if not _CURRENT.on:
+        return {}
+    from opentelemetry import trace
+
+    context = trace.get_current_span().get_span_context()
+    if context.is_valid:
+        return {
+            "trace_id": format(context.trace_id, "032x"),
+            "span_id": format(context.span_id, "016x"),
+        }
+    ended = REQUEST_SPAN.get()
+    return {"trace_id": ended[0], "span_id": ended[1]} if ended else {}
 
 
 def current() -> Tracing:

@@ -5,6 +5,9 @@ MCP semantic conventions say, with nothing of the request's content."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -16,6 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from mcpq.shared import tracing
+from mcpq.shared.logs import JsonFormatter
 from tests.unit.fakes import Mcp, meta
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -103,3 +107,44 @@ def test_an_error_is_the_span_s_status_and_nothing_of_the_request_is_in_it(
     assert span.status.status_code is StatusCode.ERROR
     seen: list[Any] = [span.name, *(span.attributes or {}).values()]
     assert not any("secret-task-id-123" in str(value) for value in seen), seen
+
+
+@contextlib.contextmanager
+def web_lines() -> Iterator[list[str]]:
+    """The web's log lines as the JSON formatter writes them, at the time they are logged (in
+    the request's own context, as in a running web process)."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    web = logging.getLogger("mcpq.web")
+    level = web.level
+    web.addHandler(handler)
+    web.setLevel(logging.INFO)
+    lines: list[str] = []
+    try:
+        yield lines
+    finally:
+        web.removeHandler(handler)
+        web.setLevel(level)
+        lines.extend(stream.getvalue().splitlines())
+
+
+def test_log_lines_carry_the_trace_and_span_ids_when_tracing_is_on(
+    spans: InMemorySpanExporter, make_mcp: Callable[..., Mcp]
+) -> None:
+    mcp = make_mcp()
+    with web_lines() as lines:
+        reply = mcp.post("tools/list", {}, opt_in=False, traceparent=PARENT)
+    assert reply.status == 200
+    (span,) = spans.get_finished_spans()
+    (entry,) = [line for line in lines if '"msg":"mcp request"' in line]
+    assert f'"trace_id":"{TRACE_ID}"' in entry, entry
+    assert f'"span_id":"{format(span.context.span_id, "016x")}"' in entry, entry
+
+
+def test_log_lines_carry_no_ids_when_tracing_is_off(make_mcp: Callable[..., Mcp]) -> None:
+    mcp = make_mcp()
+    with web_lines() as lines:
+        mcp.post("tools/list", {}, opt_in=False, traceparent=PARENT)
+    (entry,) = [line for line in lines if '"msg":"mcp request"' in line]
+    assert "trace_id" not in entry
