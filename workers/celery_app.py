@@ -20,7 +20,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from celery import Celery, Task, signals
@@ -28,7 +28,7 @@ from celery.exceptions import CPendingDeprecationWarning, Ignore
 
 from mcpq.shared import logs, redis_tls, tracing
 from mcpq.shared.celery_config import broker_is_store, celery_config
-from mcpq.shared.jobs import read_run
+from mcpq.shared.jobs import Run, read_run
 from mcpq.shared.registry import Registry
 from mcpq.shared.settings import Settings
 from mcpq.shared.store import open_store
@@ -135,23 +135,12 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
             terminate if alone else None, on_state, let_go=None if slot is None else slot.let_go
         )
         started = time.perf_counter()
-        # The run's span (a no-op when tracing is off), in the trace of the request that sent
-        # it; what identifies it is the task's ref and the tool's name, never the taskId.
-        delivery = self.request.delivery_info or {}
-        attributes = {
-            "gen_ai.tool.name": tool_name,
-            "mcpq.task.ref": run.ref,
-            "messaging.destination.name": str(delivery.get("routing_key") or ""),
-        }
         traced = tracing.current()
-        # The task's own trace (its create's), read only when tracing is on; the message's
-        # (the request that sent this run: the create, an answer) is linked when another.
-        created = app.run_deps().store.trace_of(run.ref) if traced.on else ""
-        with traced.run_span(
-            f"run {tool_name}", attributes, created or run.trace, run.trace
-        ) as span:
-            outcome = run_task(app.run_deps(), run, control, alone=alone, on_claim=_attempt(span))
-            span.set("mcpq.run.outcome", outcome.value)
+        if traced.on:
+            delivery = self.request.delivery_info or {}
+            outcome = _traced_run(app, traced, run, control, alone, delivery)
+        else:  # off: not even the span's attributes are made
+            outcome = run_task(app.run_deps(), run, control, alone=alone)
         run_metrics.record(tool_name, outcome, time.perf_counter() - started)
         if outcome in _NOT_A_SUCCESS:
             raise Ignore()
@@ -161,6 +150,30 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
     # shared=False: Celery would otherwise add this task to every app finalized later in the
     # process (its "shared task" list), bound to this app's dependencies.
     app.task(name=tool_name, bind=True, acks_late=True, ignore_result=True, shared=False)(job)
+
+
+def _traced_run(
+    app: WorkerApp,
+    traced: tracing.Tracing,
+    run: Run,
+    control: RunControl,
+    alone: bool,
+    delivery: Mapping[str, Any],
+) -> RunOutcome:
+    """The run inside its span: a child of the span of the request that created the task (its
+    context stored with the task), linked to the request that sent this run (the message's, when
+    another: an answer). What identifies it is the task's ref and the tool's name, never the
+    taskId."""
+    attributes: dict[str, str | int | float | bool] = {
+        "gen_ai.tool.name": run.tool,
+        "mcpq.task.ref": run.ref,
+        "messaging.destination.name": str(delivery.get("routing_key") or ""),
+    }
+    created = app.run_deps().store.trace_of(run.ref)
+    with traced.run_span(f"run {run.tool}", attributes, created or run.trace, run.trace) as span:
+        outcome = run_task(app.run_deps(), run, control, alone=alone, on_claim=_attempt(span))
+        span.set("mcpq.run.outcome", outcome.value)
+    return outcome
 
 
 def _attempt(span: tracing.Span) -> Callable[[int], None]:
