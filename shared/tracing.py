@@ -98,6 +98,23 @@ class Tracing:
         """The current context, as ``traceparent``/``tracestate`` (empty when off or none)."""
         return {}
 
+    def capture(self) -> Any:
+        """The current context, to parent spans made on other threads (``None`` when off)."""
+        return None
+
+    def child_span(
+        self, name: str, attributes: Mapping[str, str | int | float | bool], parent: Any
+    ) -> contextlib.AbstractContextManager[Span]:
+        """An INTERNAL span, child of ``parent`` (a :meth:`capture`), not made current: it
+        may be entered on one thread and left on another (an async tool's step)."""
+        return _NOTHING
+
+    def event(
+        self, parent: Any, name: str, attributes: Mapping[str, str | int | float | bool]
+    ) -> None:
+        """An event on the span of ``parent`` (a :meth:`capture`)."""
+        return None
+
 
 class _Nothing(contextlib.AbstractContextManager[Span]):
     """A no-op span context, one shared instance: entering and leaving it allocates nothing."""
@@ -214,6 +231,42 @@ class _On(Tracing):
         carrier: dict[str, str] = {}
         self._propagate.inject(carrier)
         return carrier
+
+    def capture(self) -> Any:
+        from opentelemetry import context
+
+        return context.get_current()
+
+    @contextlib.contextmanager
+    def _child(
+        self, name: str, attributes: Mapping[str, str | int | float | bool], parent: Any
+    ) -> Iterator[Span]:
+        from opentelemetry.trace import Status, StatusCode
+
+        span = self._tracer.start_span(name, context=parent, attributes=dict(attributes))
+        try:
+            yield _OtelSpan(span)
+        except Exception as exc:  # the tool's failure, by its type only (never its text)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            raise
+        finally:
+            span.end()
+
+    def child_span(
+        self, name: str, attributes: Mapping[str, str | int | float | bool], parent: Any
+    ) -> contextlib.AbstractContextManager[Span]:
+        if parent is None:
+            return _NOTHING
+        return self._child(name, attributes, parent)
+
+    def event(
+        self, parent: Any, name: str, attributes: Mapping[str, str | int | float | bool]
+    ) -> None:
+        if parent is None:
+            return
+        from opentelemetry import trace
+
+        trace.get_current_span(parent).add_event(name, dict(attributes))
 
 
 _CURRENT: Tracing = OFF

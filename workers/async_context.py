@@ -250,16 +250,18 @@ class AsyncRunContext:
     async def _step(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
         # The memo, or the proof that this run may call fn, in the run's turn; fn outside it
         # (it may use the context); its value stored in the turn again.
-        async with self._started():
-            while True:
-                start, fresh_until = await self._round_trips(lambda: self._ctx.begin_step(name))
-                # The proof that this run may call fn holds only so long
-                # (RunContext._begin_step): a loop slow to resume this coroutine seeks it again
-                # rather than use it late.
-                if start.found or time.monotonic() < fresh_until:
-                    break
-        if start.found:
-            return start.value
-        result = await fn()  # the tool's own code, on its own loop
-        async with self._started():
-            return await self._round_trips(lambda: self._ctx.end_step(name, result))
+        with self._ctx.step_span(name) as span:
+            async with self._started():
+                while True:
+                    start, fresh_until = await self._round_trips(lambda: self._ctx.begin_step(name))
+                    # The proof that this run may call fn holds only so long
+                    # (RunContext._begin_step): a loop slow to resume this coroutine seeks it
+                    # again rather than use it late.
+                    if start.found or time.monotonic() < fresh_until:
+                        break
+            span.set("mcpq.step.memoized", start.found)
+            if start.found:
+                return start.value
+            result = await fn()  # the tool's own code, on its own loop
+            async with self._started():
+                return await self._round_trips(lambda: self._ctx.end_step(name, result))

@@ -9,19 +9,18 @@ task recovered). Input keys are derived from the order of ``ask`` calls, so a re
 from __future__ import annotations
 
 import hashlib
-import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar, overload
 
-from mcpq.shared.bounds import LimitExceeded, check_bytes
+from mcpq.shared import tracing
 from mcpq.shared.elicitation import Elicited, form, one_model, url_result
-from mcpq.shared.errors import StoreUnavailable, ToolError
+from mcpq.shared.errors import ToolError
 from mcpq.shared.resources import ResourceNotFound, TemplateArgumentsInvalid
 from mcpq.shared.resources import read as read_resource
-from mcpq.shared.store import InputPoll, Reply, StepStart, TaskStatus, TaskStore
+from mcpq.shared.store import InputPoll, Reply, TaskStatus, TaskStore
 from mcpq.shared.store.wakeups import Watch
 from mcpq.shared.tool_context import (
     DONE,
@@ -34,12 +33,12 @@ from mcpq.shared.tool_context import (
     elicitation,
     missing_capabilities,
     sampling,
-    step_key,
     url_elicitation,
 )
 from mcpq.workers.interrupts import RunParked, raise_for
 from mcpq.workers.reports import PendingReport, ReportFlusher
 from mcpq.workers.run_reports import RunReports
+from mcpq.workers.run_steps import RunSteps
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -48,15 +47,14 @@ M = TypeVar("M")
 WaitPlan = Generator[float, None, T]
 #: An input request, and what the client's answer to it becomes for the tool.
 Question = tuple[InputRequest, Callable[[dict[str, Any]], Any]]
-#: How long a step's value is retried through a store outage before the run gives up on it.
-SAVE_PATIENCE_S = 60.0
 _STOPPED = {TaskStatus.CANCELLED, None}  # None: the task is gone (expired)
 _KIND = {"elicitation/create": "elicit", "sampling/createMessage": "sample", "roots/list": "roots"}
 
 
-class RunContext(RunReports):
-    """The context of one run (``ToolContext``): its waits, questions and steps; its reports and
-    log messages come from :class:`~mcpq.workers.run_reports.RunReports`."""
+class RunContext(RunReports, RunSteps):
+    """The context of one run (``ToolContext``): its waits and questions; its reports and log
+    messages come from :class:`~mcpq.workers.run_reports.RunReports`, its steps from
+    :class:`~mcpq.workers.run_steps.RunSteps`."""
 
     def __init__(
         self,
@@ -76,8 +74,12 @@ class RunContext(RunReports):
         keep_logs: bool = False,
         tool: str = "",
         resources: Callable[[str], Any] | None = None,
+        trace: Any = None,
     ) -> None:
         self._store = store
+        #: The run span's context (``tracing.current().capture()``): the parent of its steps'
+        #: spans and where its questions' events go; None when tracing is off.
+        self._trace = trace
         #: Reports are written late, by the process's flusher (None or no delay: at once).
         self._reports = reports if reports is not None and reports.delay_s > 0 else None
         self._pending = PendingReport(self._write_report, self.interrupt)
@@ -212,6 +214,10 @@ class RunContext(RunReports):
         poll = self._poll(outstanding)
         if poll.missing:
             self._on_state(TaskStatus.INPUT_REQUIRED)  # a task event: Flower shows the MCP state
+            # The keys only (elicit-1, sample-2): never a question's text or an answer.
+            known = poll.answers or {}
+            asked = {"mcpq.input.keys": ",".join(k for k in keys if k not in known)}
+            tracing.current().event(self._trace, "input requested", asked)
         deadline = time.monotonic() + self._hold_s
         while poll.missing:
             left = deadline - time.monotonic()
@@ -221,6 +227,8 @@ class RunContext(RunReports):
                 yield left
             poll = self._poll(outstanding)
         answers = poll.answers or {}
+        got = {"mcpq.input.keys": ",".join(keys)}
+        tracing.current().event(self._trace, "input answered", got)
         return Answers(answers[key] for key in keys)
 
     # -- questions: the request, and what its answer becomes -------------------------------------
@@ -270,86 +278,6 @@ class RunContext(RunReports):
     def _answer(self, question: Question) -> Any:
         request, result = question
         return result(self.ask(request)[0])
-
-    def step_key(self, name: str) -> str:
-        return step_key(self.ref, name)
-
-    @overload
-    def step(self, name: str, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]: ...
-    @overload
-    def step(self, name: str, fn: Callable[[], T]) -> T: ...
-    def step(self, name: str, fn: Callable[[], Any]) -> Any:
-        start, _ = self.begin_step(name)
-        if start.found:
-            return start.value
-        result = fn()  # the tool's own code: it counts towards max_run_s like any other
-        if inspect.isawaitable(result):
-            # A coroutine runs only when awaited: none of fn's effects has happened yet.
-            getattr(result, "close", lambda: None)()
-            raise TypeError(
-                f"ctx.step({name[:64]!r}): fn is async: await the step in an async def tool, "
-                "passing the async function itself; a plain tool passes a plain function"
-            )
-        return self.end_step(name, result)
-
-    def begin_step(self, name: str) -> tuple[StepStart, float]:
-        """A step's first half (:meth:`_begin_step`): the memo, or the proof that ``fn`` may
-        run, with the ``time.monotonic()`` past which that proof is no longer used."""
-        with self._inside():
-            return self._begin_step(name)
-
-    def end_step(self, name: str, result: Any) -> Any:
-        """A step's second half: store what ``fn`` returned; returns the stored value."""
-        try:
-            check_bytes(f"step {name[:64]!r}", result, self._max_step_bytes, "MCPQ_MAX_STEP_BYTES")
-        except LimitExceeded as exc:
-            raise ToolError(str(exc)) from None
-        with self._inside():
-            reply, stored = self._save_step(name, result)
-        if reply is not Reply.OK:
-            raise_for(reply)
-        return stored
-
-    def _begin_step(self, name: str) -> tuple[StepStart, float]:
-        """The memo, or proof that this run may call the step's ``fn`` now.
-
-        NOTE: the memo is read fenced, with proof that this run still holds the task and a
-        live lease, in one round trip, immediately before ``fn``: a run that was taken over
-        (paused or cut off past its lease while the sweeper re-sent its task) stops here
-        instead of calling ``fn`` a second time. The proof is that the lease runs at least
-        half a lease past the moment the request went out; it is used only while a quarter of
-        a lease is left of that, on this process's clock, and is sought again otherwise: a
-        thread that waited long for the GIL after the reply, or a process stopped (SIGSTOP)
-        right there, does not call ``fn`` on a lease that may have lapsed (the soak once saw
-        one do so a second after its successor had). What remains is the few instructions
-        between this check and ``fn``'s first."""
-        while True:
-            if self.cancel_seen.is_set():  # a cancel, or a takeover, this worker knows of
-                raise_for(self._stopped_by)
-            sent = time.monotonic()
-            start = self._store.begin_step(self.ref, self.gen, name, self._lease_ms)
-            if start.reply is not Reply.OK:
-                raise_for(start.reply)
-            fresh_until = sent + self._lease_ms / 4000
-            if start.found or time.monotonic() < fresh_until:
-                return start, fresh_until
-
-    def _save_step(self, name: str, value: Any) -> tuple[Reply, Any]:
-        """Store what ``fn`` returned, through a store outage: ``fn`` has had its effect, and a
-        run that gave up here would leave the next run to call it again. Retried (with its
-        pending report first) for up to ``SAVE_PATIENCE_S``: a Redis restart or a Sentinel
-        failover takes seconds. A run taken over meanwhile still has its value kept
-        (``save_step.lua`` keeps an earlier generation's), and is refused."""
-        deadline, pause = time.monotonic() + SAVE_PATIENCE_S, 0.05
-        while True:
-            try:
-                self._flush_report()
-                return self._store.save_step(self.ref, self.gen, name, value)
-            except StoreUnavailable:
-                if time.monotonic() + pause > deadline:
-                    raise
-            time.sleep(pause)
-            pause = min(pause * 2, 1.0)
 
     # -- internals ------------------------------------------------------------------------------
     def _ready(self) -> None:

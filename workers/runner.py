@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mcpq.shared import tracing
 from mcpq.shared.bounds import LimitExceeded, check_bytes
 from mcpq.shared.errors import (
     INTERNAL_ERROR,
@@ -212,6 +213,7 @@ def _execute(
         keep_logs=record.sync,  # only a synchronous call's stream sends its log messages
         tool=tool.name,
         resources=deps.registry.find_resource,
+        trace=tracing.current().capture(),  # the run span's (made current by the job)
     )
     # An async tool awaits its context's waits, which run off its loop (mcpq.workers.async_context).
     view = AsyncRunContext(ctx) if tool.is_async else None

@@ -12,6 +12,7 @@ gunicorn web replica and a Celery worker with ``OTEL_EXPORTER_OTLP_ENDPOINT`` se
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,7 +45,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, receiver: OtlpReceiver) -> I
         "OTEL_BSP_SCHEDULE_DELAY": "100",
         "MCPQ_INPUT_HOLD_S": "1",  # a question parks its run soon
     }
-    running = LiveStack("traced", tmp_path_factory.mktemp("traced"), tools=DEFAULT_TOOLS, env=env)
+    tools = f"{DEFAULT_TOOLS},tests.brought.fastmcp_steps:mcp"
+    running = LiveStack("traced", tmp_path_factory.mktemp("traced"), tools=tools, env=env)
     running.start(webs=1, workers=1, pool="io")
     yield running
     running.close()
@@ -151,3 +153,45 @@ def test_a_resumed_run_joins_the_create_s_trace_linked_to_the_answer(
     assert runs[1].links == [(answer_trace, update.span_id)], runs[1].links
     assert runs[0].links == []
     assert scan(receiver.spans, task_id, MARKER) == []
+
+
+def test_a_step_is_a_span_memoized_on_the_replay_and_questions_are_events(
+    stack: Stack, receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    """``charge_and_ship`` (a FastMCP tool with ``mcpq.step``) charges, then asks; it parks, and
+    the answer's run replays it: its step is a span of each run, memoized on the second; the
+    question is an event of both runs (requested, then answered), by key only."""
+    trace_id = "8bf92f3577b34da6a3ce929d0e0e4740"
+    ledger = tmp_path / "ledger.txt"
+    with McpClient(stack.url(0)) as client:
+        params = {
+            "name": "charge_and_ship",
+            "arguments": {"order_id": MARKER, "ledger": str(ledger)},
+        }
+        headers = {"traceparent": f"00-{trace_id}-{CLIENT_SPAN}-01"}
+        task_id = client.request("tools/call", params, headers=headers, tasks=True).result["taskId"]
+        client.wait_for_status(task_id, "input_required", timeout=30, interval=0.1)
+        ref = task_ref(task_id)
+        wait_until(lambda: stack.task_hash(ref).get("parked") == "1", timeout=30, message="parked")
+        answer = {"action": "accept", "content": {"ship": True}}
+        assert client.update(task_id, {"elicit-1": answer}).result
+        client.wait_for_status(task_id, "completed", timeout=30, interval=0.1)
+
+    def done(spans: list[ReceivedSpan]) -> bool:
+        steps = [s for s in spans if s.trace_id == trace_id and s.name == "step"]
+        return len(steps) == 2
+
+    spans = [s for s in receiver.wait_for(done) if s.trace_id == trace_id]
+    runs = {s.span_id: s for s in spans if s.kind == "consumer"}
+    first, second = sorted(runs.values(), key=lambda s: s.attributes["mcpq.run.attempt"])
+    steps = {s.parent_id: s for s in spans if s.name == "step"}
+    assert steps[first.span_id].attributes == {
+        "mcpq.step.name": "charge",
+        "mcpq.step.memoized": False,
+    }
+    assert steps[second.span_id].attributes["mcpq.step.memoized"] is True
+    assert [name for name, _ in first.events] == ["input requested"]
+    assert first.events[0][1] == {"mcpq.input.keys": "elicit-1"}
+    assert [name for name, _ in second.events] == ["input answered"]
+    assert ledger.read_text().count("charged") == 1
+    assert scan(receiver.spans, task_id, MARKER, str(ledger)) == []
