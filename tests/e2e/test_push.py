@@ -39,6 +39,7 @@ from mcpq.shared.protocol import (
     TASKS_EXTENSION,
 )
 from mcpq.shared.store import Keys, task_ref
+from tests.support.sse_stream import EventStream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -52,48 +53,6 @@ TASK_FIELDS = {"taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollI
 
 def _http() -> httpx.Client:
     return httpx.Client(timeout=httpx.Timeout(10.0, read=READ_S))
-
-
-class EventStream:
-    """The JSON-RPC messages of an open SSE response, read one at a time under a deadline;
-    everything read is kept for failure messages."""
-
-    def __init__(self, response: httpx.Response, what: str) -> None:
-        self.what = what
-        self.lines = response.iter_lines()
-        self.seen: list[dict[str, Any]] = []
-        self.comments = 0
-
-    def __str__(self) -> str:
-        shown = "\n  ".join(json.dumps(m)[:600] for m in self.seen)
-        return f"{self.what}: {len(self.seen)} messages, {self.comments} comments:\n  {shown}"
-
-    def next(self, deadline: float) -> dict[str, Any]:
-        data: list[str] = []
-        try:
-            for line in self.lines:
-                if line.startswith("data:"):
-                    data.append(line[5:].removeprefix(" "))
-                elif line.startswith(":"):
-                    self.comments += 1  # a keep-alive
-                elif line == "" and data:
-                    message = json.loads("\n".join(data))
-                    self.seen.append(message)
-                    return message  # type: ignore[no-any-return]
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"deadline passed waiting on {self}")
-        except httpx.ReadTimeout:
-            raise AssertionError(f"nothing for {READ_S:g} s on {self}") from None
-        raise AssertionError(f"the stream ended on {self}")
-
-    def until(self, deadline: float, done: Any) -> list[dict[str, Any]]:
-        """Messages until (and with) the first for which ``done(message)`` holds."""
-        got = []
-        while True:
-            message = self.next(deadline)
-            got.append(message)
-            if done(message):
-                return got
 
 
 class LegacySession:
@@ -198,7 +157,7 @@ def test_get_stream_pushes_the_sessions_task_statuses(stack: Stack) -> None:
         started = time.monotonic()
         with mine.stream() as response:
             _assert_streams(response, "GET /mcp")
-            events = EventStream(response, "the GET stream on A")
+            events = EventStream(response, "the GET stream on A", read_s=READ_S)
             deadline = time.monotonic() + WAIT_S
             # The stream's watch is on (one Redis subscriber on the session's channel): no
             # change of the tasks below can fall before it.
@@ -319,7 +278,7 @@ def test_subscriptions_listen_pushes_a_tasks_changes(stack: Stack, client: McpCl
     with _http() as http, _listen(http, stack.url(1), rid, [task_id, "unknown-id"]) as response:
         _assert_streams(response, "subscriptions/listen")
         opened_at = time.monotonic()
-        events = EventStream(response, "the listen stream on B")
+        events = EventStream(response, "the listen stream on B", read_s=READ_S)
         deadline = opened_at + WAIT_S
         ack = events.next(deadline)
         assert ack == {

@@ -45,6 +45,7 @@ from mcpq.shared.store.announce import announce_list_changed
 from mcpq.shared.store.api_keys import ApiKeys
 from mcpq.shared.store.resource_events import uri_digest
 from tests.e2e.resource_tools import BOARD, VAULT
+from tests.support.sse_stream import EventStream
 from tests.support.stacks import FAST_KNOBS, LiveStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -85,38 +86,6 @@ def tokens(stack: LiveStack) -> dict[str, str]:
 # -- streams and sessions, raw ---------------------------------------------------------------------
 def _http() -> httpx.Client:
     return httpx.Client(timeout=httpx.Timeout(10.0, read=READ_S))
-
-
-class EventStream:
-    """The JSON-RPC messages of an open SSE response, read one at a time under a deadline."""
-
-    def __init__(self, response: httpx.Response, what: str) -> None:
-        kind = response.headers.get("content-type", "")
-        if response.status_code != 200 or not kind.startswith("text/event-stream"):
-            body = response.read()[:800]
-            raise AssertionError(f"{what}: HTTP {response.status_code} {kind} {body!r}")
-        self.what, self.lines = what, response.iter_lines()
-        self.seen: list[dict[str, Any]] = []
-
-    def __str__(self) -> str:
-        shown = "\n  ".join(json.dumps(m)[:600] for m in self.seen)
-        return f"{self.what}: {len(self.seen)} messages:\n  {shown}"
-
-    def next(self, deadline: float) -> dict[str, Any]:
-        data: list[str] = []
-        try:
-            for line in self.lines:
-                if line.startswith("data:"):
-                    data.append(line[5:].removeprefix(" "))
-                elif line == "" and data:
-                    message: dict[str, Any] = json.loads("\n".join(data))
-                    self.seen.append(message)
-                    return message
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"deadline passed waiting on {self}")
-        except httpx.ReadTimeout:
-            raise AssertionError(f"nothing for {READ_S:g} s on {self}") from None
-        raise AssertionError(f"the stream ended on {self}")
 
 
 class LegacySession:
@@ -229,7 +198,7 @@ def test_a_tools_update_reaches_a_sessions_get_stream_on_the_other_replica(
         other = LegacySession(http, url_a, tokens["alice"]).open()
         assert other.post("resources/subscribe", {"uri": BOARD}).json()["result"] == {}
         with mine.stream(url_b) as response:  # the GET stream, on B
-            events = EventStream(response, "the GET stream on B")
+            events = EventStream(response, "the GET stream on B", read_s=READ_S, check=True)
             listened(stack, mine.channel)
             started = time.monotonic()
             for uri in (BOARD, "e2e://notes/unrelated", NOTE):
@@ -247,7 +216,7 @@ def test_a_tools_update_reaches_a_listen_stream_on_the_other_replica(
 ) -> None:
     wanted = {"resourceSubscriptions": [NOTE, BOARD], "toolsListChanged": True}
     with _http() as http, listening(http, stack.url(1), 4242, wanted, tokens["alice"]) as response:
-        events = EventStream(response, "the listen stream on B")
+        events = EventStream(response, "the listen stream on B", read_s=READ_S, check=True)
         deadline = time.monotonic() + WAIT_S
         meta = {META_SUBSCRIPTION_ID: 4242}
         assert events.next(deadline) == {
@@ -293,7 +262,9 @@ def test_a_subscription_is_refused_as_a_read_would_be(
                 assert (status, error["code"], error.get("data")) == expected
         keeper = {"resourceSubscriptions": [VAULT]}
         with listening(http, stack.url(1), 10, keeper, tokens["keeper"]) as response:
-            ack = EventStream(response, "the keeper's listen").next(time.monotonic() + WAIT_S)
+            ack = EventStream(response, "the keeper's listen", read_s=READ_S, check=True).next(
+                time.monotonic() + WAIT_S
+            )
             assert ack["params"]["notifications"] == keeper
 
 
@@ -316,7 +287,7 @@ def test_another_principal_neither_uses_nor_hears_a_subscription(
         # is told after its ack is the list change announced after the update.
         wanted = {"toolsListChanged": True}
         with listening(http, stack.url(1), 11, wanted, tokens["bob"]) as response:
-            events = EventStream(response, "bob's listen stream")
+            events = EventStream(response, "bob's listen stream", read_s=READ_S, check=True)
             deadline = time.monotonic() + WAIT_S
             assert events.next(deadline)["method"] == "notifications/subscriptions/acknowledged"
             announce(stack, tokens["alice"], NOTE)
@@ -356,12 +327,15 @@ def test_a_replica_with_one_more_tool_module_tells_every_listener(deploy: LiveSt
         listening(http, url_b, 2, {"toolsListChanged": True}, None) as on_b,
     ):
         deadline = time.monotonic() + WAIT_S
-        listen_a, listen_b = EventStream(on_a, "listen on A"), EventStream(on_b, "listen on B")
+        listen_a, listen_b = (
+            EventStream(on_a, "listen on A", read_s=READ_S, check=True),
+            EventStream(on_b, "listen on B", read_s=READ_S, check=True),
+        )
         for events in (listen_a, listen_b):
             assert events.next(deadline)["method"] == "notifications/subscriptions/acknowledged"
         session = LegacySession(http, url_a, None).open()
         with session.stream(url_b) as response:
-            get_b = EventStream(response, "the GET stream on B")
+            get_b = EventStream(response, "the GET stream on B", read_s=READ_S, check=True)
             listened(deploy, session.channel)
             started = time.monotonic()
             # The new release's first replica (a rolling deploy starts it beside the old ones).
@@ -391,7 +365,7 @@ def test_a_replica_with_one_more_tool_module_tells_every_listener(deploy: LiveSt
     wanted_c = {"toolsListChanged": True, "promptsListChanged": True}
     with _http() as http, listening(http, f"{url_c}/mcp", 3, wanted_c, None) as on_c:
         deadline = time.monotonic() + WAIT_S
-        listen_c = EventStream(on_c, "listen on C")
+        listen_c = EventStream(on_c, "listen on C", read_s=READ_S, check=True)
         assert listen_c.next(deadline)["method"] == "notifications/subscriptions/acknowledged"
         deploy.stop_child(deploy.webs[1])
         deploy.stop_child(deploy.webs[0])
