@@ -6,6 +6,8 @@ gunicorn web replica and a Celery worker with ``OTEL_EXPORTER_OTLP_ENDPOINT`` se
 - a synchronous call (a hidden task) is traced through the worker the same way;
 - a run parked on its question and resumed by the answer (a request in another trace) stays in
   the create's trace, attempt 2, linked to the answer's span;
+- a 2025-era client (the TypeScript SDK) with an HTTP ``traceparent`` is traced through the
+  worker too;
 - no span name, attribute or event holds the taskId or a marker put in the arguments.
 """
 
@@ -21,6 +23,7 @@ from mcpq.ops.harness.mcp_client import McpClient, text_of
 from mcpq.ops.harness.stack import Stack
 from mcpq.shared.settings import DEFAULT_TOOLS
 from mcpq.shared.store import task_ref
+from tests.clients.node_clients import installed_or_skip, run_sdk_scenario
 from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan
 from tests.support.procs import wait_until
 from tests.support.stacks import LiveStack
@@ -195,3 +198,23 @@ def test_a_step_is_a_span_memoized_on_the_replay_and_questions_are_events(
     assert [name for name, _ in second.events] == ["input answered"]
     assert ledger.read_text().count("charged") == 1
     assert scan(receiver.spans, task_id, MARKER, str(ledger)) == []
+
+
+def test_a_2025_era_client_s_synchronous_call_is_traced_through_the_worker(
+    stack: Stack, receiver: OtlpReceiver
+) -> None:
+    """The TypeScript SDK (1.32.2, a 2025-11-25 session) with an HTTP ``traceparent`` on its
+    requests: its ``tools/call`` is a span of that trace, and so is the run on the worker."""
+    node = installed_or_skip()
+    trace_id = "9bf92f3577b34da6a3ce929d0e0e4741"
+    headers = {"traceparent": f"00-{trace_id}-{CLIENT_SPAN}-01"}
+    args = {"tool": "greet", "arguments": {"name": MARKER}, "headers": headers}
+    ran = run_sdk_scenario(node, stack.url(0), "call", args)
+    assert ran.ok and ran.report.get("error") is None, ran.describe()
+    assert ran.report["protocolVersion"] == "2025-11-25", ran.describe()
+    spans = [s for s in receiver.wait_for(in_trace(trace_id)) if s.trace_id == trace_id]
+    (call,) = [s for s in spans if s.kind == "server" and s.name == "tools/call greet"]
+    (run,) = [s for s in spans if s.kind == "consumer"]
+    assert call.parent_id == CLIENT_SPAN and run.parent_id == call.span_id
+    assert call.attributes["mcp.protocol.version"] == "2025-11-25"
+    assert scan(receiver.spans, MARKER) == []

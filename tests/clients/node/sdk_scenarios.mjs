@@ -300,7 +300,9 @@ async function openClient(url, args) {
     if (report.phase === 'closing') return; // aborting open streams on close is expected
     if (report.transportErrors.length < 50) report.transportErrors.push({ t: since(), ...describeError(error) });
   };
-  const transport = new StreamableHTTPClientTransport(new URL(url), { fetch: loggingFetch });
+  // args.headers: sent on every request (e.g. a W3C traceparent, as an instrumented app's would).
+  const requestInit = args.headers ? { headers: args.headers } : undefined;
+  const transport = new StreamableHTTPClientTransport(new URL(url), { fetch: loggingFetch, requestInit });
   report.phase = 'connect';
   await client.connect(transport, { timeout: args.connectTimeoutMs ?? 20000 });
   report.phase = 'connected';
