@@ -8,11 +8,14 @@ gunicorn web replica and a Celery worker with ``OTEL_EXPORTER_OTLP_ENDPOINT`` se
   the create's trace, attempt 2, linked to the answer's span;
 - a 2025-era client (the TypeScript SDK) with an HTTP ``traceparent`` is traced through the
   worker too;
+- a worker SIGKILLed while its tool waits: the replay on another worker is attempt 2 in the
+  create's trace, its step memoized (the killed run's own span is never exported);
 - no span name, attribute or event holds the taskId or a marker put in the arguments.
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -218,3 +221,55 @@ def test_a_2025_era_client_s_synchronous_call_is_traced_through_the_worker(
     assert call.parent_id == CLIENT_SPAN and run.parent_id == call.span_id
     assert call.attributes["mcp.protocol.version"] == "2025-11-25"
     assert scan(receiver.spans, MARKER) == []
+
+
+def test_a_replay_after_a_sigkill_is_in_the_create_s_trace_with_its_step_memoized(
+    stack: Stack, receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    """The worker running ``charge_and_ship`` is SIGKILLed while the tool waits for its answer
+    (its step done, its question asked); the sweeper sends the run again, to another worker:
+    that run is attempt 2 in the create's trace, its step memoized. (The killed run's own span
+    never ends, so it is never exported; its step's, which ended before the kill, is.)"""
+    trace_id = "abf92f3577b34da6a3ce929d0e0e4742"
+    ledger = tmp_path / "ledger.txt"
+    with McpClient(stack.url(0)) as client:
+        arguments = {"order_id": "K-9", "ledger": str(ledger)}
+        headers = {"traceparent": f"00-{trace_id}-{CLIENT_SPAN}-01"}
+        params = {"name": "charge_and_ship", "arguments": arguments}
+        task_id = client.request("tools/call", params, headers=headers, tasks=True).result["taskId"]
+        client.wait_for_status(task_id, "input_required", timeout=30, interval=0.1)
+        ref = task_ref(task_id)
+        (victim,) = wait_until(
+            lambda: stack.worker_that_received("charge_and_ship", ref), timeout=10, message="it"
+        )
+        receiver.wait_for(
+            lambda spans: any(s.trace_id == trace_id and s.name == "step" for s in spans)
+        )
+        stack.kill_group(victim, signal.SIGKILL)
+        stack.start_worker(pool="io")
+        stack.wait_runs(ref, 2, timeout=30)
+        stack.reap(victim)
+        client.wait_for_status(task_id, "input_required", timeout=30, interval=0.1)
+        answer = {"action": "accept", "content": {"ship": True}}
+        assert client.update(task_id, {"elicit-1": answer}).result
+        client.wait_for_status(task_id, "completed", timeout=30, interval=0.1)
+
+    def replayed(spans: list[ReceivedSpan]) -> bool:
+        runs = [s for s in spans if s.trace_id == trace_id and s.kind == "consumer"]
+        return any(r.attributes.get("mcpq.run.outcome") == "completed" for r in runs)
+
+    spans = [s for s in receiver.wait_for(replayed) if s.trace_id == trace_id]
+    (call,) = [s for s in spans if s.kind == "server"]
+    runs = sorted(
+        (s for s in spans if s.kind == "consumer"), key=lambda s: s.attributes["mcpq.run.attempt"]
+    )
+    # The replay is attempt 2 (a third, if it parked before the answer came, is in it too).
+    attempts = [r.attributes["mcpq.run.attempt"] for r in runs]
+    assert attempts[0] == 2 and attempts == list(range(2, 2 + len(runs))), attempts
+    assert all(r.parent_id == call.span_id for r in runs), runs
+    steps = sorted(
+        (s for s in spans if s.name == "step"), key=lambda s: s.attributes["mcpq.step.memoized"]
+    )
+    assert [s.attributes["mcpq.step.memoized"] for s in steps][:1] == [False], steps
+    assert all(s.attributes["mcpq.step.memoized"] for s in steps[1:]) and len(steps) >= 2, steps
+    assert ledger.read_text().count("charged") == 1
