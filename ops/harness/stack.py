@@ -38,7 +38,13 @@ import httpx
 from mcpq.ops.harness.child_processes import ChildProcesses
 from mcpq.ops.harness.children import REPO, Child, StackError
 from mcpq.ops.runtime import commands
-from mcpq.ops.runtime.processes import free_port, pid_alive, wait_until
+from mcpq.ops.runtime.processes import (
+    descendant_pids,
+    free_port,
+    listening_addresses,
+    pid_alive,
+    wait_until,
+)
 from mcpq.ops.runtime.redis_binary import IN_MEMORY_ARGS, RedisProcess
 from mcpq.shared.sealing import new_data_key
 from mcpq.shared.settings import DEFAULT_TOOLS, Settings
@@ -210,7 +216,10 @@ class Stack(ChildProcesses):
             child = self._spawn(self._numbered("web"), argv, self.child_env(**env))
             base = f"http://127.0.0.1:{port}"
             try:
-                self._ready(child, partial(http_ok, f"{base}/healthz"), "/healthz")
+                # Its own /healthz: the free port may be taken before the bind by another
+                # process (another test's web), whose answer must not pass for this one's.
+                ready = partial(own_http_ok, child.popen.pid, port, f"{base}/healthz")
+                self._ready(child, ready, "/healthz")
             except (StackError, TimeoutError) as exc:
                 problem = exc
                 self._stop([child])
@@ -336,6 +345,16 @@ class Stack(ChildProcesses):
             return time.monotonic() if record is not None and record.runs >= runs else None
 
         return wait_until(reached, timeout=timeout, interval=0.01, message=f"runs >= {runs}")
+
+
+def own_http_ok(pid: int, port: int, url: str) -> bool:
+    """``http_ok(url)``, and the process ``pid`` (or one of its descendants) listens on
+    127.0.0.1:``port`` (from the kernel's socket table; where there is none, the answer
+    alone counts)."""
+    listening = listening_addresses({pid, *descendant_pids(pid)})
+    if listening is not None and ("127.0.0.1", port) not in listening:
+        return False
+    return http_ok(url)
 
 
 def http_ok(url: str) -> bool:
