@@ -14,7 +14,6 @@ import json
 import math
 import re
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import pytest
 from mcpq.ops.harness.stack import Stack
 from mcpq.shared.store.announce import announce_updated
 from tests.clients import resources_fixture as fixture
+from tests.clients.announcer import Announcer
 from tests.clients.py_clients import ScenarioRun, ensure_installed, run_scenario
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(300)]
@@ -243,41 +243,6 @@ def test_resources_listed_and_read_text_binary_and_templates(
     assert "line" in answers["fixture://orders/9/lines/0"]["message"], done.describe()
 
 
-class Announcer(threading.Thread):
-    """Announces that ``uri`` changed, from this (the test's) process through the stack's
-    Redis, every 0.3 s from the moment the scenario's marker file says ``subscribed`` until it
-    says ``updated``, ``stop`` is set, or ``limit_s`` pass. Repeatedly, since an update reaches
-    only a GET stream open at that moment (best effort), and the SDK opens its GET stream on
-    its own schedule. Keeps what each announcement returned and any error (a thread's exception
-    would otherwise be lost to the assertion message)."""
-
-    def __init__(self, stack: Stack, uri: str, marker: Path, limit_s: float) -> None:
-        super().__init__(daemon=True)
-        self.store = stack.store()  # made here: the lazily built store is not built twice
-        self.uri = uri
-        self.marker = marker
-        self.limit_s = limit_s
-        self.stop = threading.Event()
-        self.told: list[int] = []
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        deadline = time.monotonic() + self.limit_s
-        try:
-            while "subscribed" not in read_lines(self.marker):
-                if self.stop.wait(0.05) or time.monotonic() > deadline:
-                    return
-            while "updated" not in read_lines(self.marker):
-                self.told.append(announce_updated(self.uri, self.store))
-                if self.stop.wait(0.3) or time.monotonic() > deadline:
-                    return
-        except Exception as exc:  # shown by the test, not lost in this thread
-            self.error = exc
-
-    def __str__(self) -> str:
-        return f"announcements told {self.told}, error {self.error!r}"
-
-
 def test_subscribed_resource_updated_from_another_process(
     stack: Stack, sdk_python: Path, tmp_path: Path
 ) -> None:
@@ -287,7 +252,7 @@ def test_subscribed_resource_updated_from_another_process(
     uri = "fixture://colors/tan"  # no other test subscribes to it: the counts below are ours
     refused = "fixture://nothing/here"
     marker = tmp_path / "subscribe.txt"
-    announcer = Announcer(stack, uri, marker, limit_s=40)
+    announcer = Announcer(stack, uri, marker, until="updated")
     announcer.start()
     try:
         args = {"uri": uri, "path": str(marker), "wait_s": 30, "refused_uri": refused}

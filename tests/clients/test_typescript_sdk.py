@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import pytest
 from mcpq.ops.harness.stack import Stack
 from mcpq.shared.store.announce import announce_updated
 from tests.clients import resources_fixture as fixture
+from tests.clients.announcer import Announcer
 from tests.clients.node_clients import NodeInstall, ScenarioRun, installed_or_skip, run_sdk_scenario
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(240)]
@@ -276,31 +276,6 @@ SUBSCRIBED_URI = "fixture://colors/tomato"
 ANNOUNCE_EVERY_S = 0.3
 
 
-def announce_while_subscribed(
-    stack: Stack, uri: str, marker: Path, stop: threading.Event, told: list[int | BaseException]
-) -> None:
-    """Announce ``uri``'s update from this process (neither replica), every
-    ``ANNOUNCE_EVERY_S``, from the marker's ``subscribed`` until its ``unsubscribed`` (or
-    ``stop``). Repeatedly: an update reaches a session only while its GET stream is open, and
-    the SDK opens that stream on its own schedule. ``told`` gets each announcement's count of
-    subscribed sessions told (or the error that ended the announcing)."""
-    store = stack.store()
-
-    def lines() -> list[str]:
-        return marker.read_text().splitlines() if marker.exists() else []
-
-    try:
-        while "subscribed" not in lines():
-            if stop.wait(0.05):
-                return
-        while "unsubscribed" not in lines():
-            told.append(announce_updated(uri, store))
-            if stop.wait(ANNOUNCE_EVERY_S):
-                return
-    except BaseException as exc:  # shown by the test, not lost in a thread
-        told.append(exc)
-
-
 def test_subscribed_resource_update_announced_by_another_process(
     node: NodeInstall, stack: Stack, tmp_path: Path
 ) -> None:
@@ -309,16 +284,10 @@ def test_subscribed_resource_update_announced_by_another_process(
     announcement publishes on the session's channel, B's GET stream hears it. After
     ``resources/unsubscribe`` an announcement tells nobody: the session ending would not show
     that (its entry in the resource's subscriber index outlives it until its TTL)."""
-    stack.store()  # made here, before the announcing thread uses it
     marker = tmp_path / "subscribe.log"
     refused = "fixture://nothing/here"
-    stop = threading.Event()
-    told: list[int | BaseException] = []
-    announcer = threading.Thread(
-        target=announce_while_subscribed,
-        args=(stack, SUBSCRIBED_URI, marker, stop, told),
-        name="announcer",
-        daemon=True,
+    announcer = Announcer(
+        stack, SUBSCRIBED_URI, marker, until="unsubscribed", every_s=ANNOUNCE_EVERY_S
     )
     announcer.start()
     try:
@@ -332,22 +301,24 @@ def test_subscribed_resource_update_announced_by_another_process(
             refusedUri=refused,
         )
     finally:
-        stop.set()
+        announcer.stop.set()
         announcer.join(timeout=10)
     report, describe = ran.report, ran.describe()
     assert not announcer.is_alive(), describe
-    errors = [t for t in told if isinstance(t, BaseException)]
-    assert not errors, f"announcing failed: {errors!r}\n{describe}"
+    assert announcer.error is None, f"announcing failed: {announcer}\n{describe}"
     assert report["protocolVersion"] == PROTOCOL_VERSION, describe
     assert report["serverCapabilities"]["resources"] == {"subscribe": True, "listChanged": True}
     assert report["subscribed"] == {"settled": "resolved", "result": {}}, describe
-    assert report["heard"] is True, f"no update after {len(told)} announcements\n{describe}"
+    assert report["heard"] is True, (
+        f"no update after {len(announcer.told)} announcements\n{describe}"
+    )
     first = report["updated"][0]
     assert first["uri"] == SUBSCRIBED_URI, describe
     assert first["via"] == "GET (standalone)", f"not on the GET stream\n{describe}"
     # Delivered as the notification the SDK knows, not to the fallback handler.
     methods = [n["method"] for n in report["notifications"]]
     assert "notifications/resources/updated" not in methods, describe
+    told = announcer.told
     assert told[:1] == [1], f"the session was not the one subscriber: {told}\n{describe}"
     assert report["unsubscribed"] == {"settled": "resolved", "result": {}}, describe
     assert report["transportErrors"] == [] and report["unhandled"] == [], describe
