@@ -216,7 +216,9 @@ class TaskService:
         """The task and its outstanding input requests. ``watching``: the caller follows the
         task's changes (:meth:`watch` with ``mark=False``); ``call``: with the call's own
         fields (arguments...) too (see ``AsyncTaskStore.get``)."""
-        return await self._store.get(task_ref(task_id), owner, watching=watching, call=call)
+        found = await self._store.get(task_ref(task_id), owner, watching=watching, call=call)
+        tracing.current().join_task(found[0].ref, found[0].trace)  # this request is about it
+        return found
 
     async def logs(self, task_id: str, after: int, upto: int) -> list[Any]:
         """A synchronous call's log messages after number ``after`` up to ``upto`` (read from
@@ -242,9 +244,10 @@ class TaskService:
         (``mcpq.shared.answers.accept``): a bad one is -32602 and nothing is stored, so the task
         stays ``input_required``. Answers to other keys are ignored, as the spec wants."""
         try:
-            _, outstanding = await self._store.get(ref, owner)
+            record, outstanding = await self._store.get(ref, owner)
         except TaskNotFound:
             return Answered(Reply.NOTFOUND)
+        tracing.current().join_task(ref, record.trace)
         s = self.settings
         mine = answers.accept(outstanding, responses, s.max_answers, s.max_answer_bytes)
         if not mine:
@@ -267,6 +270,8 @@ class TaskService:
         truth: once it says ``cancelled`` a running tool sees it at its next context call, so
         a revoke that fails is only logged."""
         cancelled = await self._store.cancel(ref, owner, message)
+        if cancelled.reply is not Reply.NOTFOUND:
+            tracing.current().join_task(ref, cancelled.trace)
         if cancelled.reply is Reply.CANCELLED:
             transition = {"task": task_hash(ref), "transition": TaskStatus.CANCELLED.value}
             log.info("task cancelled", extra=transition)

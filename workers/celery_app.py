@@ -137,8 +137,8 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
         started = time.perf_counter()
         traced = tracing.current()
         if traced.on:
-            delivery = self.request.delivery_info or {}
-            outcome = _traced_run(app, traced, run, control, alone, delivery)
+            described = _described(run, self.request.delivery_info or {}, slot is None, hostname)
+            outcome = _traced_run(app, traced, run, control, alone, described)
         else:  # off: not even the span's attributes are made
             outcome = run_task(app.run_deps(), run, control, alone=alone)
         run_metrics.record(tool_name, outcome, time.perf_counter() - started)
@@ -152,23 +152,32 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
     app.task(name=tool_name, bind=True, acks_late=True, ignore_result=True, shared=False)(job)
 
 
+def _described(
+    run: Run, delivery: Mapping[str, Any], prefork: bool, hostname: str | None
+) -> dict[str, str | int | float | bool]:
+    """A run span's attributes: what identifies it (the task's ref and the tool's name, never the
+    taskId), the queue it came from, and where it ran (the io pool, many runs a process, or a
+    prefork child; the worker's node name)."""
+    return {
+        "gen_ai.tool.name": run.tool,
+        "mcpq.task.ref": run.ref,
+        "messaging.destination.name": str(delivery.get("routing_key") or ""),
+        "mcpq.worker.pool": "prefork" if prefork else "io",
+        "mcpq.worker.name": str(hostname or ""),
+    }
+
+
 def _traced_run(
     app: WorkerApp,
     traced: tracing.Tracing,
     run: Run,
     control: RunControl,
     alone: bool,
-    delivery: Mapping[str, Any],
+    attributes: dict[str, str | int | float | bool],
 ) -> RunOutcome:
     """The run inside its span: a child of the span of the request that created the task (its
     context stored with the task), linked to the request that sent this run (the message's, when
-    another: an answer). What identifies it is the task's ref and the tool's name, never the
-    taskId."""
-    attributes: dict[str, str | int | float | bool] = {
-        "gen_ai.tool.name": run.tool,
-        "mcpq.task.ref": run.ref,
-        "messaging.destination.name": str(delivery.get("routing_key") or ""),
-    }
+    another: an answer)."""
     created = app.run_deps().store.trace_of(run.ref)
     with traced.run_span(f"run {run.tool}", attributes, created or run.trace, run.trace) as span:
         outcome = run_task(app.run_deps(), run, control, alone=alone, on_claim=_attempt(span))

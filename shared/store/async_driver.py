@@ -17,8 +17,9 @@ import redis.asyncio as aioredis
 import redis.exceptions as rexc
 from redis.asyncio.cluster import PipelineCommand
 
+from mcpq.shared import tracing
 from mcpq.shared.errors import StoreUnavailable
-from mcpq.shared.store import scripts
+from mcpq.shared.store import script_spans, scripts
 from mcpq.shared.store.call_types import PipelineCall
 from mcpq.shared.store.plans import Done, Eval, EvalAndWait, Op, Plan, ReadTime, resume
 from mcpq.shared.store.redis_errors import as_store_error, store_errors
@@ -30,6 +31,7 @@ class AsyncDriver:
     def __init__(self, client: aioredis.Redis) -> None:
         self.client = client
         self._cluster = isinstance(client, aioredis.RedisCluster)
+        self._server = script_spans.where(client)
         self._scripts = {
             name: client.register_script(scripts.source(name)) for name in scripts.NAMES
         }
@@ -55,6 +57,13 @@ class AsyncDriver:
             return await self._pipeline(call)
 
     async def _do(self, op: Op) -> Any:
+        traced = tracing.current()
+        if traced.on and isinstance(op, Eval | EvalAndWait):  # a script: a CLIENT span
+            with traced.client_span(*script_spans.described(op, self._server)):
+                return await self._op(op)
+        return await self._op(op)
+
+    async def _op(self, op: Op) -> Any:
         if isinstance(op, Eval):
             script = self._scripts[op.script]
             if self._cluster:

@@ -30,6 +30,8 @@ class Cancelled:
 
     reply: Reply
     running: bool = False
+    #: The create's traceparent (empty when untraced): the cancelling request's span links to it.
+    trace: str = ""
 
 
 def read(
@@ -78,7 +80,8 @@ def answer(
 
 
 def _parse_cancelled(reply: list[Any]) -> Cancelled:
-    return Cancelled(reply_code(reply), len(reply) > 1 and int(reply[1]) == 1)
+    running = len(reply) > 1 and int(reply[1]) == 1
+    return Cancelled(reply_code(reply), running, str(reply[2]) if len(reply) > 2 else "")
 
 
 def cancel(

@@ -35,6 +35,7 @@ POLL_FIELDS = (
     "logs",
     "result",
     "error",
+    "trace",
 )
 
 
@@ -64,6 +65,8 @@ class TaskRecord:
     logs: int = 0  # log messages of a synchronous call so far (fields log:<n>)
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    #: The create's W3C traceparent (empty when untraced): a poll's span links to the task's trace.
+    trace: str = ""
 
     @classmethod
     def from_hash(cls, ref: str, h: dict[str, str], payloads: Payloads = PLAIN) -> TaskRecord:
@@ -93,6 +96,7 @@ class TaskRecord:
             logs=int(h.get("logs") or 0),
             result=opened.get("result", None),
             error=opened.get("error", None),
+            trace=h.get("trace", ""),
         )
 
     @property

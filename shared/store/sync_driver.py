@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 import redis
 import redis.cluster
 
-from mcpq.shared.store import scripts
+from mcpq.shared import tracing
+from mcpq.shared.store import script_spans, scripts
 from mcpq.shared.store.call_types import PipelineCall
 from mcpq.shared.store.plans import Done, Eval, EvalAndWait, Load, Op, Plan, ReadTime, resume
 from mcpq.shared.store.redis_errors import as_store_error, store_errors
@@ -27,6 +28,7 @@ class SyncDriver:
         self.client = client
         #: A Redis Cluster client: scripts go through redis-py's routing (by their keys' slot).
         self.cluster = isinstance(client, redis.cluster.RedisCluster)
+        self._server = script_spans.where(client)
         self._scripts = {
             name: client.register_script(scripts.source(name)) for name in scripts.NAMES
         }
@@ -49,6 +51,13 @@ class SyncDriver:
             return self._pipeline(call)
 
     def _do(self, op: Op) -> Any:
+        traced = tracing.current()
+        if traced.on and isinstance(op, Eval | EvalAndWait):  # a script: a CLIENT span
+            with traced.client_span(*script_spans.described(op, self._server)):
+                return self._op(op)
+        return self._op(op)
+
+    def _op(self, op: Op) -> Any:
         if isinstance(op, Eval):
             script = self._scripts[op.script]
             if self.cluster:
