@@ -67,8 +67,19 @@ def test_grafana_dashboard_is_importable() -> None:
     assert "datasource" in variables
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
+    traced = 0
     for panel in dashboard["panels"]:
         if panel["type"] == "row":
+            continue
+        if panel["datasource"]["type"] == "tempo":  # traces: a TraceQL query on ${traces}
+            traced += 1
+            assert panel["datasource"]["uid"] == "${traces}", panel["title"]
+            for target in panel["targets"]:
+                query = target["query"]
+                assert target["queryType"] == "traceql" and query.startswith("{"), query
+                assert query.count("{") == query.count("}") and query.count('"') % 2 == 0, query
+                used = set(re.findall(r"\$\{(\w+)", query))
+                assert used <= variables, (panel["title"], used)
             continue
         assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
         assert panel["targets"] and all(t["expr"] for t in panel["targets"]), panel["title"]
@@ -76,3 +87,16 @@ def test_grafana_dashboard_is_importable() -> None:
             assert target["expr"].count("(") == target["expr"].count(")"), target["expr"]
             used = set(re.findall(r"\$(\w+)", target["expr"])) - {"__rate_interval"}
             assert used <= variables, (panel["title"], used)
+    assert traced and "traces" in variables
+
+
+def test_the_dashboard_s_trace_queries_read_attributes_mcpq_sets() -> None:
+    """Each ``span.<attribute>`` a TraceQL query or a link of the dashboard names is one that
+    mcpq's spans carry (set by the web's request spans or the workers' run spans), so a renamed
+    attribute cannot leave a panel silently empty."""
+    text = (REPO / "ops" / "grafana" / "mcpq.json").read_text()
+    named = set(re.findall(r"span\.([a-z_.]+[a-z])", text))
+    assert {"gen_ai.tool.name", "mcpq.run.outcome", "mcp.method.name"} <= named, named
+    sources = ["frontend/request_spans.py", "workers/celery_app.py"]
+    code = "".join((REPO / source).read_text() for source in sources)
+    assert {name for name in named if f'"{name}"' not in code} == set()

@@ -89,7 +89,7 @@ def test_flower_metrics_the_dashboard_reads(client: OpsClient, flower: Flower) -
     flower.wait_state(task_ref(task_id), "INPUT_REQUIRED", timeout=10)
     assert client.cancel(task_id).result["resultType"] == "complete"
     dashboard = json.loads((REPO / "ops" / "grafana" / "mcpq.json").read_text())
-    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    exprs = [t.get("expr", "") for p in dashboard["panels"] for t in p.get("targets", [])]
     used = {name for expr in exprs for name in re.findall(r"\bflower_[a-z_]+", expr)}
     assert used
 

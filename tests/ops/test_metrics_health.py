@@ -201,7 +201,8 @@ def test_worker_metrics_count_runs_by_tool_and_outcome(
 def dashboard_metric_names(prefix: str) -> set[str]:
     """Metric (sample) names the Grafana dashboard queries, by prefix."""
     dashboard = json.loads((REPO / "ops" / "grafana" / "mcpq.json").read_text())
-    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    targets = [t for p in dashboard["panels"] for t in p.get("targets", [])]
+    exprs = [t["expr"] for t in targets if "expr" in t]  # (a Tempo target has a query)
     return {name for expr in exprs for name in re.findall(rf"\b{prefix}[a-z_]+", expr)}
 
 
