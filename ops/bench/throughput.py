@@ -28,6 +28,9 @@ driven by the same load generator (it speaks the same 2026-07-28 tasks wire). Bo
 are up at once and measured phase by phase in turn, the first alternating (a drift of the
 shared host falls on both alike); then it prints mcpq/peer ratios.
 
+What tracing costs (off against a build without it, on against off) is measured by
+``mcpq.ops.bench.tracing_cost``, on these same deployments.
+
 Prints a table; ``--json`` prints one JSON object. A smoke test runs it tiny in CI (correctness
 only: every phase completes, nothing fails).
 """
@@ -42,7 +45,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +53,7 @@ from typing import Any
 import httpx
 import redis
 
+from mcpq.ops.bench.builds import Build, FolderStack
 from mcpq.ops.bench.load import TOOL, Load
 from mcpq.ops.bench.loadgen import Result, Target, measure
 from mcpq.ops.bench.memory import process_tree, pss_mib
@@ -62,14 +66,24 @@ from mcpq.shared.store import Keys, task_ref
 
 
 @contextlib.contextmanager
-def mcpq_target(workdir: Path) -> Iterator[Target]:
-    """mcpq as the Procfile runs it: ``mcpq web`` (2 gunicorn workers) + ``mcpq worker``."""
-    stack = Stack("throughput", workdir, tools=DEFAULT_TOOLS)
+def mcpq_target(
+    workdir: Path, env: Mapping[str, str] | None = None, build: Build | None = None, name: str = ""
+) -> Iterator[Target]:
+    """mcpq as the Procfile runs it: ``mcpq web`` (2 gunicorn workers) + ``mcpq worker``;
+    ``env``: more variables for both (``mcpq.ops.bench.tracing_cost``: ``OTEL_*``); ``build``:
+    that tree of mcpq instead of the repository's (``mcpq.ops.bench.builds``)."""
+    name = name or "throughput"
+    if build is None:
+        stack = Stack(name, workdir, tools=DEFAULT_TOOLS)
+    else:
+        stack = FolderStack(name, workdir, tools=DEFAULT_TOOLS, folder=build.tree)
+        stack.knobs.update(build.env())
     stack.knobs.update(MCPQ_LOG_LEVEL="WARNING", WEB_CONCURRENCY="2")
+    stack.knobs.update(env or {})
     try:
         stack.start_redis()
         stack.start_web()
-        worker = stack.spawn_pool("mcpq", "throughput", concurrency=None)
+        worker = stack.spawn_pool("mcpq", name, concurrency=None)
         wait_until(lambda: stack.stats().workers, timeout=60, interval=0.2, message="a worker")
 
         def run_ms(ids: list[str]) -> float | None:
