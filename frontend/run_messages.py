@@ -30,7 +30,14 @@ from kombu import Producer as KombuProducer
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps
 
-from mcpq.shared.jobs import REQUEST_ID_HEADER, TRACE_HEADER, Message, Run, send_run
+from mcpq.shared.jobs import (
+    REQUEST_ID_HEADER,
+    TASK_TRACE_HEADER,
+    TRACE_HEADER,
+    Message,
+    Run,
+    send_run,
+)
 
 _captured = threading.local()
 
@@ -119,6 +126,7 @@ def _fill(template: _Template, run: Run, delivery_tag: str) -> dict[str, Any]:
     headers = {**template.fields["headers"], "id": run.ref, "root_id": run.ref}
     headers.update({"argsrepr": repr([run.ref]), REQUEST_ID_HEADER: run.request_id})
     headers[TRACE_HEADER] = run.trace
+    headers[TASK_TRACE_HEADER] = run.task_trace
     properties = {**template.fields["properties"], "correlation_id": run.ref}
     properties["delivery_tag"] = delivery_tag
     message = {**template.fields, "headers": headers, "properties": properties}

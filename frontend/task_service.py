@@ -16,7 +16,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mcpq.frontend import rate_limits, web_metrics
@@ -262,7 +262,10 @@ class TaskService:
             queue = answered.queue or self.settings.default_queue
             # The answering request's trace: the resumed run's span links to it.
             trace = tracing.current().carrier().get("traceparent", "")
-            await self.enqueue(Run(answered.tool, ref, queue, request_id, trace=trace))
+            resumed = Run(answered.tool, ref, queue, request_id, trace=trace)
+            if trace:  # the run's parent, the create's (read above): the worker needs no read
+                resumed = replace(resumed, task_trace=record.trace)
+            await self.enqueue(resumed)
         return answered
 
     async def _cancel(self, owner: str, ref: str, message: str) -> Cancelled:

@@ -20,6 +20,10 @@ REQUEST_ID_HEADER = "mcpq_request_id"
 #: The W3C ``traceparent`` of the request that sent the run (``mcpq.shared.tracing``; empty when
 #: tracing is off): the run's span joins that trace, on any worker.
 TRACE_HEADER = "mcpq_traceparent"
+#: The ``traceparent`` of the request that created the task, when another request sent the run
+#: (an answer's resume): the run's span is its child. Empty when the sender created the task (its
+#: trace is the task's), or sent no trace (the sweeper: the worker reads the task's, stored).
+TASK_TRACE_HEADER = "mcpq_task_trace"
 
 
 class Sender(Protocol):
@@ -41,6 +45,7 @@ class Run:
     #: Sent by the recovery sweeper (see :func:`job_id`).
     recovery: bool = False
     trace: str = ""
+    task_trace: str = ""
 
 
 def job_id(run: Run) -> str:
@@ -72,7 +77,11 @@ def send_run(sender: Sender, run: Run, **options: Any) -> None:
         args=[run.ref],
         task_id=job_id(run),
         queue=run.queue,
-        headers={REQUEST_ID_HEADER: run.request_id, TRACE_HEADER: run.trace},
+        headers={
+            REQUEST_ID_HEADER: run.request_id,
+            TRACE_HEADER: run.trace,
+            TASK_TRACE_HEADER: run.task_trace,
+        },
         **options,
     )
 
@@ -85,4 +94,5 @@ def read_run(
         raise ValueError(f"a run message carries exactly one ref, not {args!r}")
     request_id = (headers or {}).get(REQUEST_ID_HEADER) or ""
     trace = (headers or {}).get(TRACE_HEADER) or ""
-    return Run(tool, args[0], queue, str(request_id), trace=str(trace))
+    task_trace = (headers or {}).get(TASK_TRACE_HEADER) or ""
+    return Run(tool, args[0], queue, str(request_id), trace=str(trace), task_trace=str(task_trace))

@@ -178,8 +178,13 @@ def _traced_run(
     """The run inside its span: a child of the span of the request that created the task (its
     context stored with the task), linked to the request that sent this run (the message's, when
     another: an answer)."""
-    created = app.run_deps().store.trace_of(run.ref)
-    with traced.run_span(f"run {run.tool}", attributes, created or run.trace, run.trace) as span:
+    # The run's parent is the create's span: the message names it (its sender created the task,
+    # or an answer's resume says which), unless the sender had no trace (the sweeper's replay):
+    # then it is read from the task, one round trip only on that path.
+    created = run.task_trace or run.trace
+    if not created:
+        created = app.run_deps().store.trace_of(run.ref)
+    with traced.run_span(f"run {run.tool}", attributes, created, run.trace) as span:
         outcome = run_task(app.run_deps(), run, control, alone=alone, on_claim=_attempt(span))
         span.set("mcpq.run.outcome", outcome.value)
     return outcome

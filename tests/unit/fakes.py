@@ -303,7 +303,8 @@ class FakeProducer:
     keys: Keys
     calls: list[tuple[Any, ...]] = field(default_factory=list)
     request_ids: list[str] = field(default_factory=list)
-    traces: list[str] = field(default_factory=list)  # each run's traceparent, as sent
+    #: Each run's traceparent and the task's (the create's, when another request sent it).
+    traces: list[tuple[str, str]] = field(default_factory=list)
     on_enqueue: Callable[[str, str, str], Awaitable[None]] | None = None
     fail: bool = False
 
@@ -315,7 +316,7 @@ class FakeProducer:
         persisted = bool(self.peek.exists(self.keys.task(run.ref)))
         self.calls.append(("enqueue", run.tool, run.ref, run.queue, persisted))
         self.request_ids.append(run.request_id)
-        self.traces.append(run.trace)
+        self.traces.append((run.trace, run.task_trace))
         if self.fail:
             raise ConnectionError("broker down")
         if self.on_enqueue is not None:

@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from mcpq.shared.jobs import REQUEST_ID_HEADER, TRACE_HEADER, Run, read_run, send_run
+from mcpq.shared.jobs import (
+    REQUEST_ID_HEADER,
+    TASK_TRACE_HEADER,
+    TRACE_HEADER,
+    Run,
+    read_run,
+    send_run,
+)
 
 
 class Recorder:
@@ -28,7 +35,8 @@ def test_a_run_travels_as_the_tool_name_and_the_ref_only() -> None:
         "args": ["ab" * 16],  # the ref: arguments and answers stay in the store
         "task_id": "ab" * 16,  # so a queued run can be revoked by ref
         "queue": "bulk",
-        "headers": {REQUEST_ID_HEADER: "req-1", TRACE_HEADER: ""},  # no trace: tracing off
+        # No trace: tracing off.
+        "headers": {REQUEST_ID_HEADER: "req-1", TRACE_HEADER: "", TASK_TRACE_HEADER: ""},
     }
 
 
@@ -47,7 +55,8 @@ def test_a_recovery_send_has_a_celery_id_of_its_own() -> None:
 def test_what_was_sent_reads_back_as_the_same_run() -> None:
     sender = Recorder()
     trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-    run = Run("greet", "cd" * 16, "mcpq", "req-2", trace=trace)
+    created = "00-5bf92f3577b34da6a3ce929d0e0e4737-00f067aa0ba902b7-01"
+    run = Run("greet", "cd" * 16, "mcpq", "req-2", trace=trace, task_trace=created)
     send_run(sender, run)
     [(name, options)] = sender.sent
     assert read_run(name, options["args"], options["headers"], options["queue"]) == run

@@ -134,9 +134,11 @@ def test_an_answer_is_its_own_span_linked_to_the_task_s_trace(
     update = one(spans, "tasks/update")
     assert trace_of(update) == LATER_TRACE and linked_to(update, call)
     # The resumed run is sent from the answer's request: its message carries that request.
-    first, resumed = mcp.producer.traces
+    (first, none), (resumed, created) = mcp.producer.traces
     assert first.split("-")[1:3] == [CREATE_TRACE, format(call.context.span_id, "016x")]
+    assert none == ""  # the sender created the task: its trace is the task's
     assert resumed.split("-")[1:3] == [LATER_TRACE, format(update.context.span_id, "016x")]
+    assert created == first  # the run's parent, named in its message: the worker reads nothing
 
 
 def test_without_tracing_nothing_is_linked_or_stored(make_mcp: Callable[..., Mcp]) -> None:
