@@ -2,7 +2,7 @@
 every script runs (``sync_driver``/``async_driver``: ``_do``), with the database semantic
 conventions: ``EVALSHA claim``, ``db.system.name = redis``, ``db.operation.name``,
 ``db.stored_procedure.name`` (the script), ``db.namespace`` (the database number),
-``server.address``/``server.port``.
+``server.address``/``server.port`` (the port only when not Redis's default).
 
 Nothing else of the call: its keys name a task's ref and its arguments may hold a sealed payload
 or an owner, so neither is an attribute (no ``db.query.text``)."""
@@ -14,6 +14,8 @@ from typing import Any
 from mcpq.shared.store.plans import Eval, EvalAndWait
 from mcpq.shared.tracing.api import Attributes
 
+DEFAULT_PORT = 6379
+
 
 def where(client: Any) -> dict[str, str | int | float | bool]:
     """The attributes of the server a client talks to, as far as its pool says (a Sentinel's or
@@ -23,8 +25,8 @@ def where(client: Any) -> dict[str, str | int | float | bool]:
     found: dict[str, str | int | float | bool] = {"db.system.name": "redis"}
     if isinstance(host := kwargs.get("host"), str):
         found["server.address"] = host
-    if isinstance(port := kwargs.get("port"), int):
-        found["server.port"] = port
+    if isinstance(port := kwargs.get("port"), int) and port != DEFAULT_PORT:
+        found["server.port"] = port  # (the semantic conventions leave the default port out)
     found["db.namespace"] = str(kwargs.get("db") or 0)
     return found
 

@@ -143,8 +143,8 @@ NOTHING = _Nothing()
 NO_KEPT = _NoKept()
 OFF = Tracing()
 
-#: The ids of the request span that just ended in this task (a request's log line is written
-#: after its span: ``mcpq.frontend.endpoint``), for :meth:`Tracing.log_ids`.
-REQUEST_SPAN: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+#: The span context (ids) of the request span that just ended in this task (a request's log line
+#: is written after its span: ``mcpq.frontend.endpoint``), for :meth:`Tracing.log_ids`.
+REQUEST_SPAN: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "mcpq_request_span", default=None
 )

@@ -12,6 +12,7 @@ from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from mcpq.shared.tracing.api import (
     NOTHING,
@@ -57,20 +58,32 @@ class _OtelSpan:
 def _current(span: Any) -> Iterator[None]:
     """``span`` current for a while. An exception passing through sets its status by its type
     only: the SDK's own recording would export the exception's message and traceback, which
-    may quote an argument, a key or a payload."""
-    with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-        try:
-            yield
-        except Exception as exc:
-            span.set_attribute("error.type", type(exc).__name__)
-            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-            raise
+    may quote an argument, a key or a payload. (``trace.use_span`` without its recording, done
+    here in one step: it runs for every request.)"""
+    token = context.attach(trace.set_span_in_context(span))
+    try:
+        yield
+    except Exception as exc:
+        span.set_attribute("error.type", type(exc).__name__)
+        span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        raise
+    finally:
+        context.detach(token)
+
+
+#: The W3C format, for the contexts mcpq stores and sends itself (a task's trace, a run's
+#: message): always ``traceparent``, whatever ``OTEL_PROPAGATORS`` says for HTTP and ``_meta``.
+_W3C = TraceContextTextMapPropagator()
+
+
+def _extracted(traceparent: str) -> Any:
+    """A context whose span is the one a W3C ``traceparent`` names (invalid when malformed)."""
+    return _W3C.extract({"traceparent": traceparent})
 
 
 def _span_context(traceparent: str) -> Any:
     """The span context a W3C ``traceparent`` names (invalid when it is malformed)."""
-    carried = propagate.extract({"traceparent": traceparent})
-    return trace.get_current_span(carried).get_span_context()
+    return trace.get_current_span(_extracted(traceparent)).get_span_context()
 
 
 class On(Tracing):
@@ -106,8 +119,7 @@ class On(Tracing):
             with _current(span):
                 # Kept in the request's own (asyncio task) context for its log line, written
                 # after the span ends; a request task's context dies with it.
-                ids = span.get_span_context()
-                REQUEST_SPAN.set((format(ids.trace_id, "032x"), format(ids.span_id, "016x")))
+                REQUEST_SPAN.set(span.get_span_context())  # formatted only if a line is
                 yield handle
         finally:
             if not handle.kept:  # else the stream that keeps it open ends it
@@ -126,7 +138,7 @@ class On(Tracing):
     def _run(
         self, name: str, attributes: Attributes, traceparent: str, link: str
     ) -> Iterator[Span]:
-        parent = propagate.extract({"traceparent": traceparent}) if traceparent else None
+        parent = _extracted(traceparent) if traceparent else None
         links = []
         if link and link != traceparent and (linked := _span_context(link)).is_valid:
             links.append(Link(linked))
@@ -176,7 +188,7 @@ class On(Tracing):
 
     def carrier(self) -> dict[str, str]:
         carrier: dict[str, str] = {}
-        propagate.inject(carrier)
+        _W3C.inject(carrier)
         return carrier
 
     def capture(self) -> Any:
@@ -211,8 +223,10 @@ class On(Tracing):
                 "trace_id": format(ids.trace_id, "032x"),
                 "span_id": format(ids.span_id, "016x"),
             }
-        ended = REQUEST_SPAN.get()
-        return {"trace_id": ended[0], "span_id": ended[1]} if ended else {}
+        ids = REQUEST_SPAN.get()
+        if ids is None:
+            return {}
+        return {"trace_id": format(ids.trace_id, "032x"), "span_id": format(ids.span_id, "016x")}
 
 
 def build(role: str, env: Mapping[str, str], processor: Any) -> On:

@@ -73,7 +73,7 @@ def test_every_script_of_a_request_is_a_client_span_of_its_span(
     assert attributes["db.system.name"] == "redis"
     assert attributes["db.operation.name"] == "EVALSHA"
     assert attributes["db.stored_procedure.name"] == "create"
-    assert attributes["db.namespace"] == "0" and attributes["server.port"] == 6379
+    assert attributes["db.namespace"] == "0"  # (the port is Redis's default: left out)
     # Nothing of the call: no key (it names the task's ref), no argument.
     assert set(attributes) == {
         "db.system.name",
@@ -81,7 +81,6 @@ def test_every_script_of_a_request_is_a_client_span_of_its_span(
         "db.stored_procedure.name",
         "db.namespace",
         "server.address",
-        "server.port",
     }
     assert not any(task_ref(task_id) in str(v) or "marker" in str(v) for v in attributes.values())
 
