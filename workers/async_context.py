@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast, overload
 
+from mcpq.shared import tracing
 from mcpq.shared.elicitation import Elicited
 from mcpq.shared.tool_context import (
     Answer,
@@ -116,7 +117,9 @@ class AsyncRunContext:
 
     async def _round_trips(self, call: Callable[[], R]) -> R:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(round_trips(), call)
+        if self._ctx.trace is None:  # tracing off
+            return await loop.run_in_executor(round_trips(), call)
+        return await loop.run_in_executor(round_trips(), _within, self._ctx.trace, call)
 
     async def _drive(self, plan: WaitPlan[T]) -> T:
         """``RunContext.drive`` on the loop: round trips on the shared pool, waits awaited."""
@@ -265,3 +268,10 @@ class AsyncRunContext:
             result = await fn()  # the tool's own code, on its own loop
             async with self._started():
                 return await self._round_trips(lambda: self._ctx.end_step(name, result))
+
+
+def _within(parent: Any, call: Callable[[], R]) -> R:
+    """``call()`` on a pool thread inside the run's trace: its Redis scripts are the run's spans'
+    children, as they are for a tool that runs on the job's own thread."""
+    with tracing.current().within(parent):
+        return call()

@@ -115,6 +115,11 @@ class RunContext(RunReports, RunSteps):
         """How the run learns that an answer or a cancel came (``AsyncRunContext`` hooks it)."""
         return self._watch
 
+    @property
+    def trace(self) -> Any:
+        """The run span's context (None when tracing is off)."""
+        return self._trace
+
     def inside(self) -> AbstractContextManager[None]:
         """A context call is under way (see :meth:`busy_for`)."""
         return self._inside()

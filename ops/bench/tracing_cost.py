@@ -57,6 +57,7 @@ from typing import Any
 
 from mcpq.ops.bench.builds import Build, export
 from mcpq.ops.bench.loadgen import Target, spread, steal_s
+from mcpq.ops.bench.span_floor import PARTS, cpu_reading, cpu_spent, floor, sdk_cost
 from mcpq.ops.bench.throughput import mcpq_target
 from mcpq.ops.harness.children import REPO
 from mcpq.ops.harness.otlp_receiver import OtlpReceiver
@@ -78,6 +79,10 @@ class Side:
     failures: int = 0
     steal_s: float = 0.0
     imports: dict[str, Any] = field(default_factory=dict)
+    #: Server CPU per completed task (ms), round by round, by part and in total.
+    cpu_ms: dict[str, list[float]] = field(
+        default_factory=lambda: {part: [] for part in (*PARTS, "total")}
+    )
 
     def summary(self) -> dict[str, float]:
         values = self.per_round or [0.0]
@@ -91,6 +96,15 @@ class Side:
             "q1": round(q1, 1),
             "q3": round(q3, 1),
         }
+
+    def add_cpu(self, spent: dict[str, float], tasks: int) -> None:
+        """One round's CPU seconds by part, for ``tasks`` completed tasks."""
+        for part, seconds in (*spent.items(), ("total", sum(spent.values()))):
+            self.cpu_ms[part].append(seconds * 1000 / tasks)
+
+    def cpu_medians(self) -> dict[str, float]:
+        """Server CPU per task (ms), the median over the rounds, by part and in total."""
+        return {part: round(statistics.median(v or [0.0]), 3) for part, v in self.cpu_ms.items()}
 
 
 def ratio(top: Side, bottom: Side) -> dict[str, Any]:
@@ -127,9 +141,11 @@ def measure(
             side.failures += warm["failures"]
         for order in itertools.islice(itertools.cycle(orders(len(targets))), rounds):
             for i in order:
-                stolen, started = steal_s(), time.time()
+                stolen, started, cpu = steal_s(), time.time(), cpu_reading(targets[i])
                 cycled = spread(pool, procs, targets[i].url, "cycle", clients, seconds)
                 sides[i].per_round.append(cycled["done"] / (time.time() - started))
+                if cycled["done"]:
+                    sides[i].add_cpu(cpu_spent(cpu, cpu_reading(targets[i])), cycled["done"])
                 sides[i].tasks += cycled["done"]
                 sides[i].failures += cycled["failures"]
                 sides[i].steal_s += steal_s() - stolen
@@ -168,15 +184,21 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     otel = {"OTEL_TRACES_SAMPLER": "always_on"}
     if args.bsp_delay_ms is not None:
         otel["OTEL_BSP_SCHEDULE_DELAY"] = str(args.bsp_delay_ms)
-    with contextlib.ExitStack() as up:
-        receiver = up.enter_context(OtlpReceiver(keep=False))
+    with OtlpReceiver(keep=False) as receiver:
         otel["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.endpoint
         envs = {"baseline": {}, "off": {}, "on": otel}
-        targets = [up.enter_context(mcpq_target(workdir / n, envs[n], builds[n], n)) for n in NAMES]
-        measure(targets, sides, args.clients, args.seconds, args.rounds, args.procs)
-        quiet_s = (args.bsp_delay_ms if args.bsp_delay_ms is not None else 5000) / 1000 + 1.0
-        spans, exports, received = settled(receiver, quiet_s)
-        receiver_cpu_s = receiver.cpu_s
+        with contextlib.ExitStack() as up:
+            targets = [up.enter_context(mcpq_target(workdir / n, envs[n], builds[n], n)) for n in NAMES]
+            measure(targets, sides, args.clients, args.seconds, args.rounds, args.procs)
+            quiet_s = (args.bsp_delay_ms if args.bsp_delay_ms is not None else 5000) / 1000 + 1.0
+            spans, exports, received = settled(receiver, quiet_s)
+            receiver_cpu_s = receiver.cpu_s
+        # The SDK alone, on the same host once the deployments are down, to the same receiver.
+        on_tasks = sides[NAMES.index("on")].tasks
+        per_task = spans / on_tasks if on_tasks else 0.0
+        before = receiver.counts()[0]
+        sdk = sdk_cost(receiver.endpoint, args.sdk_spans, per_task or 8.0, args.bsp_delay_ms)
+        sdk["received"] = receiver.counts()[0] - before
     problems: list[str] = []
     trees = sorted({REPO, baseline.tree, head_tree})
     for side, build in zip(sides, builds.values(), strict=True):
@@ -188,9 +210,15 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             problems.append(f"{side.name}: a round completed no task ({side.per_round})")
     if spans == 0:
         problems.append("on: the receiver got no span (the on figure would mean nothing)")
+    if sdk["received"] < sdk["exported"]:
+        problems.append(f"SDK alone: {sdk['exported']} spans made, {sdk['received']} received")
     by_name = {side.name: side for side in sides}
     on_off = ratio(by_name["on"], by_name["off"])
     on_off.update(target=TARGET_ON_OFF, met=on_off["of_medians"] >= TARGET_ON_OFF)
+    cpu: dict[str, dict[str, float]] = {side.name: side.cpu_medians() for side in sides}
+    cpu["on_minus_off"] = {k: round(v - cpu["off"][k], 3) for k, v in cpu["on"].items()}
+    in_situ_us = cpu["on_minus_off"]["total"] * 1000 / per_task if per_task else 0.0
+    off_ms = cpu["off"]["total"]
     return {
         "clients": args.clients,
         "seconds": args.seconds,
@@ -205,7 +233,15 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "exports": exports,
             "bytes": received,
             "receiver_cpu_s": round(receiver_cpu_s, 2),
-            "per_task": round(spans / by_name["on"].tasks, 2) if by_name["on"].tasks else 0.0,
+            "per_task": round(per_task, 2),
+            "in_situ_us_per_span": round(in_situ_us, 1),
+        },
+        "cpu_per_task_ms": cpu,
+        "sdk": sdk,
+        "floor": {
+            "sdk": floor(off_ms, per_task, sdk["us_per_span"]),
+            "in_situ": floor(off_ms, per_task, in_situ_us),
+            "measured_on_off": on_off["of_medians"],
         },
         "problems": problems,
     }
@@ -267,6 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--bsp-delay-ms", type=int, default=None, help="OTEL_BSP_SCHEDULE_DELAY (SDK's: 5000)"
+    )
+    parser.add_argument(
+        "--sdk-spans", type=int, default=20_000, help="spans the SDK alone makes (20000)"
     )
     parser.add_argument("--json", action="store_true", help="one JSON object")
     args = parser.parse_args(argv)

@@ -124,6 +124,12 @@ class Tracing:
         """An event on the span of ``parent`` (a :meth:`capture`)."""
         return None
 
+    def within(self, parent: Any) -> contextlib.AbstractContextManager[object]:
+        """``parent`` (a :meth:`capture`) current for a while, on another thread: the Redis
+        scripts an ``async def`` tool's context runs on the worker's pool of round trips are
+        its run's children."""
+        return NOTHING
+
     def log_ids(self) -> dict[str, str]:
         """``trace_id`` and ``span_id`` for a log line (none when off)."""
         return {}

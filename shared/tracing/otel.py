@@ -216,6 +216,17 @@ class On(Tracing):
         if parent is not None:
             trace.get_current_span(parent).add_event(name, dict(attributes))
 
+    @contextlib.contextmanager
+    def _within(self, parent: Any) -> Iterator[object]:
+        token = context.attach(parent)
+        try:
+            yield parent
+        finally:
+            context.detach(token)
+
+    def within(self, parent: Any) -> contextlib.AbstractContextManager[object]:
+        return NOTHING if parent is None else self._within(parent)
+
     def log_ids(self) -> dict[str, str]:
         ids = trace.get_current_span().get_span_context()
         if ids.is_valid:

@@ -264,9 +264,16 @@ def test_one_trace_from_submit_to_result_across_replicas_an_answer_and_a_sigkill
         ["input answered", "input answered"],  # the replay reads both answers back
     ]
     assert all(set(a) == {"mcpq.input.keys"} for r in runs for _, a in r.events), events
-    # The Redis scripts of a run are its children: attempt 4's claim and finish.
-    scripts = [s for s in ours if s.parent_id == runs[2].span_id and s.kind == "client"]
-    assert {"EVALSHA claim", "EVALSHA finish"} <= {s.name for s in scripts}, scripts
+
+    # The Redis scripts of a run are its children, those of the tool's own context (an async
+    # tool: on the worker's pool of round trips) too: the claim, the step, the question, the
+    # park or the finish.
+    def scripts(run: ReceivedSpan) -> set[str]:
+        return {s.name for s in ours if s.parent_id == run.span_id and s.kind == "client"}
+
+    assert {"EVALSHA claim", "EVALSHA begin_step", "EVALSHA save_step"} <= scripts(runs[0])
+    assert {"EVALSHA request_input", "EVALSHA park"} <= scripts(runs[0])
+    assert {"EVALSHA claim", "EVALSHA request_input", "EVALSHA finish"} <= scripts(runs[2])
     # Nothing secret anywhere in what was exported; the planted marker is found.
     secrets = (task_id, ORDER, NOTE, RESULT, str(ledger), str(line))
     assert scan(receiver.spans, *secrets) == []
