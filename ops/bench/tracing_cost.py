@@ -22,10 +22,24 @@ the others, each pair either way round as often). Reported: each deployment's me
 the medians, and round by round (the same round's figures, close in time: a drift of the shared
 host cancels); the spans the receiver got (none: the "on" figure means nothing, the run fails).
 
+Measured too, in the same run (``mcpq.ops.bench.span_floor``): each deployment's **server CPU
+per completed task** (user + system of its web's gunicorn master and workers, its worker, its
+private redis-server, over each of its rounds, divided by that round's tasks; the median of the
+rounds, web / worker / redis / total, in ms) and ``on - off``; the **spans per task** (the
+receiver's spans / on's tasks) and from them the **in-situ cost per span** (on's CPU per task
+minus off's, over the spans per task, in µs); **the SDK alone**: once the deployments are down, a
+child process (the tracing SDK is never imported in this one) makes ``--sdk-spans`` spans shaped
+like mcpq's, in its mix per task, through ``BatchSpanProcessor`` + ``OTLPSpanExporter`` to the
+same receiver, and reports its CPU per span (create + end, export); and **the floor**:
+``off / (off + spans per task * SDK alone's µs)``, the best on / off any code could reach at this
+span count with this SDK (in CPU), printed with the same at the in-situ cost (= off's CPU per
+task / on's) and the measured on / off.
+
 Checked, else the run fails: no request failed; every deployment imported mcpq from its own build
 and from no other, seen from the bytecode its processes wrote; the tracing SDK was imported by
-"on" and by neither of the others (under load: nothing made a span where tracing is off). Any
-``OTEL_*`` variable of the caller's is dropped first (it would turn tracing on everywhere).
+"on" and by neither of the others (under load: nothing made a span where tracing is off); the
+receiver got every span the SDK alone made. Any ``OTEL_*`` variable of the caller's is dropped
+first (it would turn tracing on everywhere).
 
 Run it from a checkout, its venv active::
 
@@ -188,7 +202,9 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         otel["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.endpoint
         envs = {"baseline": {}, "off": {}, "on": otel}
         with contextlib.ExitStack() as up:
-            targets = [up.enter_context(mcpq_target(workdir / n, envs[n], builds[n], n)) for n in NAMES]
+            targets = [
+                up.enter_context(mcpq_target(workdir / n, envs[n], builds[n], n)) for n in NAMES
+            ]
             measure(targets, sides, args.clients, args.seconds, args.rounds, args.procs)
             quiet_s = (args.bsp_delay_ms if args.bsp_delay_ms is not None else 5000) / 1000 + 1.0
             spans, exports, received = settled(receiver, quiet_s)
@@ -276,6 +292,7 @@ def lines(found: dict[str, Any]) -> list[str]:
         f" {', '.join(f'{k}={v}' for k, v in found['otel'].items())}"
         f"{'' if 'OTEL_BSP_SCHEDULE_DELAY' in found['otel'] else ', BSP defaults'}"
     )
+    out += cpu_lines(found)
     for name, side in found["deployments"].items():
         imports = side["imports"]
         out.append(
@@ -284,6 +301,36 @@ def lines(found: dict[str, Any]) -> list[str]:
             f" {imports['modules_from_elsewhere'] or 'none'}); tracer SDK: {imports['tracer_sdk']}"
         )
     out += [f"  PROBLEM: {p}" for p in found["problems"]]
+    return out
+
+
+def cpu_lines(found: dict[str, Any]) -> list[str]:
+    """Server CPU per task, the cost per span in situ and of the SDK alone, the floors."""
+    cpu, spans, sdk, floors = (found[k] for k in ("cpu_per_task_ms", "spans", "sdk", "floor"))
+    columns = (*PARTS, "total")
+    out = [
+        "  server CPU per completed task, ms (median of the rounds; redis: its private server)",
+        "              " + "".join(f"{part:>9}" for part in columns),
+    ]
+    for name, parts in cpu.items():
+        sign = "+" if name == "on_minus_off" else ""
+        out.append(
+            f"    {name.replace('_minus_', ' - '):<10}"
+            + "".join(f"{parts[part]:{sign}9.3f}" for part in columns)
+        )
+    out += [
+        f"  in situ         {spans['in_situ_us_per_span']:.1f} us of server CPU per span:"
+        f" (on - off) / {spans['per_task']} spans per task",
+        f"  SDK alone       {sdk['us_per_span']:.1f} us of CPU per span (create + end"
+        f" {sdk['create_end_us']:.1f}, export {sdk['export_us']:.1f}): a child process,"
+        f" {sdk['spans']} spans in mcpq's mix ({sdk['spans_per_task']} per task),"
+        " BatchSpanProcessor + OTLP/HTTP to the same receiver",
+        f"  floor on/off    {floors['sdk']:.3f} (CPU): off / (off + spans per task x SDK alone),"
+        " the best any code could reach at this span count with this SDK",
+        f"  in situ on/off  {floors['in_situ']:.3f} (CPU): off / (off + spans per task x in situ)"
+        " = off's CPU per task / on's",
+        f"  measured on/off {floors['measured_on_off']:.3f} (completed/s, of the medians)",
+    ]
     return out
 
 

@@ -1,8 +1,9 @@
 """``python -m mcpq.ops.bench.tracing_cost``, tiny: the build without tracing, tracing off and
 tracing on (every trace sampled, exported to the benchmark's OTLP receiver) each complete tasks
 in every round; each imported mcpq from its own tree only (the build without tracing from its
-``git archive``); the tracing SDK only where tracing is on; the receiver got spans (correctness
-only: no timing is asserted)."""
+``git archive``); the tracing SDK only where tracing is on; the receiver got spans; the server CPU
+per task of each, the spans per task, the SDK's own CPU per span (a child process) and the floors
+they give are reported (correctness only: no timing is asserted)."""
 
 from __future__ import annotations
 
@@ -13,16 +14,19 @@ from pathlib import Path
 import pytest
 
 from mcpq.ops.bench.builds import commit_of
+from mcpq.ops.bench.span_floor import PARTS
 from mcpq.ops.bench.tracing_cost import BASELINE_REF, NAMES, orders
 from mcpq.ops.harness.children import REPO
 from tests.support.benches import run_bench
 
 ROUNDS = 2
+SDK_SPANS = 2000
 
 
 @pytest.mark.timeout(300)
 def test_the_tracing_cost_benchmark_measures_the_three_deployments() -> None:
     argv = ["--clients", "2", "--seconds", "1", "--rounds", str(ROUNDS), "--bsp-delay-ms", "200"]
+    argv += ["--sdk-spans", str(SDK_SPANS)]
     result = run_bench("tracing_cost", *argv, timeout=270)
     assert result["problems"] == []
     deployments = result["deployments"]
@@ -48,6 +52,25 @@ def test_the_tracing_cost_benchmark_measures_the_three_deployments() -> None:
     assert result["otel"]["OTEL_TRACES_SAMPLER"] == "always_on"
     for key in ("off_vs_baseline", "on_vs_off"):
         assert len(result[key]["by_round"]) == ROUNDS and result[key]["of_medians"] > 0
+    # Server CPU per completed task: every part of every deployment spent some, every round.
+    cpu = result["cpu_per_task_ms"]
+    assert list(cpu) == [*NAMES, "on_minus_off"]
+    for name in NAMES:
+        assert all(cpu[name][part] > 0 for part in (*PARTS, "total")), cpu[name]
+        rounds = deployments[name]["cpu_ms"]
+        assert all(len(rounds[part]) == ROUNDS and min(rounds[part]) > 0 for part in rounds)
+    on_minus_off = cpu["on"]["total"] - cpu["off"]["total"]
+    assert cpu["on_minus_off"]["total"] == pytest.approx(on_minus_off, abs=0.002)
+    # Spans per task, the cost per span in situ (its sign is the host's) and of the SDK alone.
+    assert spans["per_task"] > 0
+    assert isinstance(spans["in_situ_us_per_span"], float)
+    sdk = result["sdk"]
+    assert sdk["spans"] >= SDK_SPANS and sdk["received"] >= sdk["exported"] > sdk["spans"]
+    assert sdk["us_per_span"] > 0 and sdk["create_end_us"] > 0 and sdk["export_us"] > 0
+    assert sdk["spans_per_task"] == pytest.approx(spans["per_task"], abs=0.01)
+    floors = result["floor"]
+    assert 0 < floors["sdk"] < 1
+    assert floors["measured_on_off"] == result["on_vs_off"]["of_medians"]
 
 
 def test_the_rounds_orders_are_balanced() -> None:
