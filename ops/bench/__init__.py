@@ -17,7 +17,14 @@ resumption.
   principal floods past its creation rate; Redis memory under maximum-size creates.
 - ``python -m mcpq.ops.bench.capacity``: tasks/s and CPU per task of one web process and of one
   worker process per pool kind; Redis (and RabbitMQ) CPU, command time and commands per task;
-  a 3-primary Redis Cluster's split; the sizing derived from them.
+  a 3-primary Redis Cluster's split; the sizing derived from them; a worker against a bare Celery
+  worker of the same pool kind and broker (``bare_celery``, ``capacity_bare``,
+  ``capacity_versus``), and ``--profile``: where a worker's CPU goes, per thread
+  (``thread_profile``, ``capacity_profile``).
+- ``python -m mcpq.ops.bench.tracing_cost``: completed/s with tracing off against a build without
+  tracing (``builds``) and with every trace sampled; the floor of what the SDK itself costs
+  (``span_floor``).
+- ``python -m mcpq.ops.bench.floor``: end-to-end latency against a bare server of the same parts.
 
 The throughput benchmark's load generator and result are ``mcpq.ops.bench.loadgen`` (its MCP calls
 ``ops.bench.load``, its Redis costs per task ``ops.bench.costs``), its peer ``ops.bench.peer``,

@@ -10,7 +10,15 @@ never the shared one), with the no-op tool (``slow_compute seconds=0``):
 2. **workers**: a backlog of tasks created first, then one ``mcpq worker`` process started, once
    with the io pool (the default) and once with the cpu pool (``--pool cpu``), each with its
    default concurrency: tasks drained per second between 10 % and 90 % of the backlog (start-up
-   left out), and the worker's CPU time per task (prefork children included).
+   left out), and the worker's CPU time per task (prefork children included). Then, against
+   **bare Celery** (``mcpq.ops.bench.bare_celery``: a minimal app, JSON, ``acks_late``, the same
+   prefetch and slots, Celery's ``threads`` pool for io and ``prefork`` for cpu, on the same
+   Redis): each worker's CPU per no-op task in that drain (10-90 %, and from the worker's
+   start), at a steady arrival (``--rate``, 200/s, for 10 s: mcpq's tasks created through the
+   web by a paced client, bare Celery's sent by a paced producer) and idle, and the ratios
+   (``mcpq.ops.bench.capacity_bare``). With ``--profile [io|cpu]``, a worker of that kind
+   profiled over a steady run of its own: every thread on its CPU clock, the top entries printed
+   and the merged ``pstats`` written to ``--profile-out`` (``mcpq.ops.bench.capacity_profile``).
 3. **Redis per task**, the store as broker (the default): a burst of tasks created by 10 clients,
    run by one io worker, then read once each (``tasks/get``); Redis's CPU time (``INFO cpu``:
    used_cpu_sys + used_cpu_user) and command time (``INFO commandstats`` usec) over that,
@@ -31,9 +39,10 @@ Prints a table (measured, then the sizing derived from it for 100, 1,000 and 10,
 its numbers mean little.
 
 This module is the run and its command line. The measurements are ``mcpq.ops.bench.capacity_rates``
-(1, 2) and ``mcpq.ops.bench.capacity_redis`` (3 to 5), on stacks driven by
-``mcpq.ops.bench.capacity_stacks``; the results and the sizing derived from them are
-``mcpq.ops.bench.capacity_report``'s.
+(1, 2; timed by ``mcpq.ops.bench.capacity_phases``) and ``mcpq.ops.bench.capacity_redis`` (3 to
+5), on stacks driven by ``mcpq.ops.bench.capacity_stacks``; the results and the sizing derived
+from them are ``mcpq.ops.bench.capacity_report``'s (the comparison's and the profile's
+``mcpq.ops.bench.capacity_versus``').
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -59,7 +69,9 @@ from mcpq.ops.runtime.redis_binary import choose_redis_server
 
 
 # -- the run ------------------------------------------------------------------------------------
-def run(plan: Plan, workdir: Path, only: set[str]) -> Capacity:
+def run(
+    plan: Plan, workdir: Path, only: set[str], profile: tuple[str, Path] | None = None
+) -> Capacity:
     skipped: dict[str, str] = {}
     failures = 0
     stolen = steal_s()
@@ -77,9 +89,10 @@ def run(plan: Plan, workdir: Path, only: set[str]) -> Capacity:
         return result
 
     web = phase("one web process", lambda: measure_web(plan, workdir / "web"))
-    workers = [
+    measured = [
         phase(
-            f"one worker process, {kind} pool", partial(measure_worker, kind, plan, workdir / kind)
+            f"one worker process, {kind} pool, then bare Celery's",
+            partial(measure_worker, kind, plan, workdir / kind, _profile_to(profile, kind)),
         )
         for kind in ("io", "cpu")
     ]
@@ -105,8 +118,22 @@ def run(plan: Plan, workdir: Path, only: set[str]) -> Capacity:
             "a 3-primary Redis Cluster", lambda: measure_cluster(plan, workdir / "cluster")
         )
     return Capacity(
-        machine, web, workers, cost, on_rabbit, cluster, skipped, failures, steal_s() - stolen
+        machine,
+        web,
+        [m.rate for m in measured],
+        cost,
+        on_rabbit,
+        cluster,
+        skipped,
+        failures,
+        steal_s() - stolen,
+        versus=[m.versus for m in measured],
+        profile=next((m.profiled for m in measured if m.profiled is not None), None),
     )
+
+
+def _profile_to(profile: tuple[str, Path] | None, kind: str) -> Path | None:
+    return profile[1] if profile is not None and profile[0] == kind else None
 
 
 def _redis_version() -> str:
@@ -127,6 +154,23 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="leave out an optional measurement (repeatable)",
     )
+    parser.add_argument(
+        "--rate", type=float, help="the steady arrival at each worker, tasks/s (200; --quick 50)"
+    )
+    parser.add_argument(
+        "--profile",
+        nargs="?",
+        const="io",
+        choices=("io", "cpu"),
+        help="profile mcpq's worker of that pool kind (io if not said) over a steady run of its "
+        "own: every thread, on its CPU clock; the top entries printed",
+    )
+    parser.add_argument(
+        "--profile-out",
+        type=Path,
+        help="where the merged profile (pstats) goes (mcpq-capacity-profile-KIND.pstats in the "
+        "temporary directory)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -138,10 +182,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.procs < 1:
         build_parser().error("--procs must be >= 1")
+    if args.rate is not None and args.rate <= 0:
+        build_parser().error("--rate must be > 0")
     plan = Plan.quick(args.procs) if args.quick else Plan.full(args.procs)
+    if args.rate is not None:
+        plan = replace(plan, rate=args.rate)
+    profile = None
+    if args.profile is not None:
+        default = Path(tempfile.gettempdir()) / f"mcpq-capacity-profile-{args.profile}.pstats"
+        profile = (args.profile, (args.profile_out or default).resolve())
     workdir = Path(tempfile.mkdtemp(prefix="mcpq-bench-capacity-"))
     try:
-        result = run(plan, workdir, set(OPTIONAL) - set(args.skip))
+        result = run(plan, workdir, set(OPTIONAL) - set(args.skip), profile)
     except BaseException:
         print(f"benchmark failed; logs in {workdir}", file=sys.stderr)
         raise

@@ -1,6 +1,9 @@
 """What one process of each kind does, each on a private stack of its own: tasks created per
 second by one web process, tasks drained per second by one worker process of each pool kind,
-and the CPU time per task of each (``python -m mcpq.ops.bench.capacity``, measurements 1 and 2)."""
+and the CPU time per task of each (``python -m mcpq.ops.bench.capacity``, measurements 1 and 2);
+each worker's CPU per task in a drain and at a steady arrival rate beside bare Celery's
+(``mcpq.ops.bench.capacity_bare``), its idle CPU, and its profile when asked for
+(``mcpq.ops.bench.capacity_profile``). The timings are ``mcpq.ops.bench.capacity_phases``'."""
 
 from __future__ import annotations
 
@@ -8,25 +11,31 @@ import asyncio
 import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from mcpq.ops.bench import bare_celery
+from mcpq.ops.bench.capacity_bare import measure_bare
+from mcpq.ops.bench.capacity_phases import idle_ms_per_s, time_drain, time_steady, worker_cost
+from mcpq.ops.bench.capacity_profile import profile_worker
 from mcpq.ops.bench.capacity_report import Plan, Rate
 from mcpq.ops.bench.capacity_stacks import (
     COUNTED,
+    DEFAULT_FLUSH,
     QUIET,
     completed,
-    completed_at_least,
     create_many,
+    paced_creates,
     start_worker,
-    wait_completed,
+    warm,
 )
+from mcpq.ops.bench.capacity_versus import Profiled, Versus
 from mcpq.ops.bench.cpu import tree_cpu_seconds
 from mcpq.ops.bench.load import Load
 from mcpq.ops.bench.loadgen import spread
 from mcpq.ops.harness.stack import Stack
-from mcpq.ops.runtime.processes import wait_until
-from mcpq.shared.settings import DEFAULT_TOOLS
+from mcpq.shared.settings import DEFAULT_TOOLS, Settings
 
 
 # -- 1. one web process -------------------------------------------------------------------------
@@ -56,12 +65,22 @@ def measure_web(plan: Plan, workdir: Path) -> tuple[Rate, int]:
         stack.close()
 
 
-#: The shortest window between the 10 % and 90 % marks that is measured as such.
-MIN_WINDOW_S = 0.5
+# -- 2. one worker process per pool kind, and bare Celery's ------------------------------------
+@dataclass
+class WorkerMeasured:
+    """mcpq's worker of one pool kind: its drain rate (the sizing's), beside bare Celery's, and
+    its profile when asked for."""
+
+    rate: Rate
+    versus: Versus
+    profiled: Profiled | None
 
 
-# -- 2. one worker process per pool kind --------------------------------------------------------
-def measure_worker(pool_kind: str, plan: Plan, workdir: Path) -> tuple[Rate, int]:
+def measure_worker(
+    pool_kind: str, plan: Plan, workdir: Path, profile_to: Path | None = None
+) -> tuple[WorkerMeasured, int]:
+    """mcpq's worker of ``pool_kind``: a backlog drained, idle, a steady arrival (and, with
+    ``profile_to``, a profiled worker's steady run); then bare Celery's on the same Redis."""
     stack = Stack(f"capacity-{pool_kind}", workdir, tools=DEFAULT_TOOLS, env=COUNTED)
     stack.knobs["WEB_CONCURRENCY"] = "2"  # the backlog is made before the worker starts
     try:
@@ -69,39 +88,29 @@ def measure_worker(pool_kind: str, plan: Plan, workdir: Path) -> tuple[Rate, int
         stack.start_web()
         load = Load(stack.url())
         ids = asyncio.run(create_many(load, plan.backlog, 16))
-        worker = start_worker(stack, f"capacity-{pool_kind}", pool=pool_kind)
-        pid = worker.popen.pid
-        started = (time.monotonic(), tree_cpu_seconds(pid), completed(stack))
-        total = len(ids)
-        low, high = max(1, total // 10), max(2, total * 9 // 10)
-        # The window between 10 % and 90 % of the backlog: the worker's start-up (imports,
-        # connections, the first prefetch) and the tail (a last slot finishing alone) are out.
-        marks: list[tuple[float, float, int]] = []
-        for mark in (low, high):
-            wait_until(
-                partial(completed_at_least, stack, mark),
-                timeout=600,
-                interval=0.02,
-                message=f"{mark} completions",
-            )
-            marks.append((time.monotonic(), tree_cpu_seconds(pid), completed(stack)))
-        (t0, cpu0, n0), (t1, cpu1, n1) = marks
-        wait_completed(stack, total, timeout=600)
-        missed = n1 - n0 < max(1, (high - low) // 2)
-        # Too short to measure: the completion counters move in steps (a worker's counts are
-        # written in batches), so both marks can land on one step; a window of a few ms reads
-        # 0 CPU at the kernel's tick. Seen: 66 completions "in 8 ms", 0.0 ms of CPU.
-        too_short = t1 - t0 < MIN_WINDOW_S or cpu1 - cpu0 <= 0
-        if missed or too_short:
-            # NOTE: the polls missed the window (a loaded host read the counters late, and the
-            # worker drained most of the backlog in between), or it was too short to measure:
-            # the whole drain instead, from the worker's start (its start-up counted: a lower
-            # rate, never a made-up one).
-            (t0, cpu0, n0) = started
-            (t1, cpu1, n1) = (time.monotonic(), tree_cpu_seconds(pid), completed(stack))
-        done = max(1, n1 - n0)
-        cpu_s, wall_s = cpu1 - cpu0, t1 - t0
-        rate = Rate(pool_kind, n1 - n0, done / wall_s, 1000 * cpu_s / done, cpu_s / wall_s)
-        return rate, load.failures
+        count = partial(completed, stack)
+
+        def produce() -> tuple[int, float]:
+            created, took = asyncio.run(paced_creates(load, plan.rate, plan.steady_s))
+            return len(created), took
+
+        spawned = time.monotonic()
+        worker = stack.spawn_pool("mcpq", f"capacity-{pool_kind}", concurrency=None, pool=pool_kind)
+        drained = time_drain(worker, len(ids), count, spawned)
+        stack.stop_child(worker)
+        # Idle and steady: a worker of mcpq's default settings (its counts written every second,
+        # not every 50 ms as the drain's window needs), warmed first.
+        worker = start_worker(stack, f"capacity-{pool_kind}-steady", pool_kind, **DEFAULT_FLUSH)
+        warm(stack, load)
+        idle = idle_ms_per_s(worker, plan.worker_idle_s)
+        mcpq = worker_cost(drained, idle, time_steady(worker, count, produce))
+        stack.stop_child(worker)
+        profiled = None
+        if profile_to is not None:
+            profiled = profile_worker(stack, pool_kind, load, produce, mcpq.steady_ms, profile_to)
+        concurrency = Settings.from_env(stack.child_env()).concurrency(pool_kind)
+        bare = measure_bare(stack, pool_kind, concurrency, plan)
+        versus = Versus(pool_kind, bare_celery.POOLS[pool_kind], concurrency, mcpq, bare)
+        return WorkerMeasured(drained.rate(pool_kind), versus, profiled), load.failures
     finally:
         stack.close()

@@ -7,6 +7,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mcpq.ops.bench.capacity_versus import Profiled, Versus, render_versus
+
 TARGETS = (100, 1_000, 10_000)
 #: The derived sizing plans every process and every Redis core at this share of a core busy:
 #: headroom for bursts, for the sweeper's and the heartbeats' work, and for a noisy neighbour.
@@ -25,14 +27,17 @@ class Plan:
     monitored: int
     idle_s: float
     broker_idle_s: float  #: RabbitMQ's idle baselines (a shared server: longer)
+    rate: float  #: the steady arrival of no-op tasks at a worker, tasks/s
+    steady_s: float  #: for this long
+    worker_idle_s: float  #: a worker's idle CPU (``/proc`` counts 10 ms ticks: not too short)
 
     @classmethod
     def full(cls, procs: int) -> Plan:
-        return cls(10.0, 32, procs, 3000, 2000, 300, 3.0, 5.0)
+        return cls(10.0, 32, procs, 3000, 2000, 300, 3.0, 5.0, 200.0, 10.0, 10.0)
 
     @classmethod
     def quick(cls, procs: int) -> Plan:
-        return cls(1.5, 6, procs, 120, 60, 20, 1.0, 1.0)
+        return cls(1.5, 6, procs, 120, 60, 20, 1.0, 1.0, 50.0, 1.0, 1.0)
 
 
 @dataclass
@@ -106,6 +111,8 @@ class Capacity:
     skipped: dict[str, str]
     failures: int
     steal_s: float
+    versus: list[Versus] = field(default_factory=list)  #: each worker against bare Celery's
+    profile: Profiled | None = None  #: ``--profile``'s
 
     def worker(self, kind: str) -> Rate:
         return next(rate for rate in self.workers if rate.kind == kind)
@@ -133,6 +140,8 @@ class Capacity:
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
+        out["versus"] = [row.as_json() for row in self.versus]
+        out["profile"] = None if self.profile is None else self.profile.as_json()
         out["web"]["per_core_s"] = round(self.web.per_core_s, 1)
         for rate, raw in zip(self.workers, out["workers"], strict=True):
             raw["per_core_s"] = round(rate.per_core_s, 1)
@@ -160,6 +169,9 @@ class Capacity:
                 f"  {_LABELS[rate.kind]:<38}{rate.per_s:9.1f}{rate.cpu_ms_per_task:12.3f}"
                 f"{rate.busy:8.2f}{rate.per_core_s:14.1f}"
             )
+        lines += render_versus(self.versus)
+        if self.profile is not None:
+            lines += self.profile.render()
         lines.append(
             "Redis per task (created, run, read once)    CPU ms   cmd µs  commands  "
             "round trips  1 core saturates at"

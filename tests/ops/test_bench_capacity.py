@@ -1,13 +1,17 @@
-"""``python -m mcpq.ops.bench.capacity --quick``, tiny: every measurement runs to its end on its own
-private stack and reports sane numbers and the sizing derived from them (correctness only: no
-timing is asserted). RabbitMQ and the Redis Cluster are measured where this machine has them,
-and otherwise reported as not measured, with the reason; the benchmark's RabbitMQ vhost is
+"""``python -m mcpq.ops.bench.capacity --quick --profile``, tiny: every measurement runs to its end
+on its own private stack and reports sane numbers and the sizing derived from them (correctness
+only: no timing is asserted). Each worker is compared with bare Celery's (its drain and its
+steady run complete every task, every figure is there and positive), and the io worker's profile
+is written, with entries. RabbitMQ and the Redis Cluster are measured where this machine has
+them, and otherwise reported as not measured, with the reason; the benchmark's RabbitMQ vhost is
 deleted afterwards."""
 
 from __future__ import annotations
 
 import itertools
+import pstats
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,10 +51,46 @@ def check_redis_cost(cost: dict[str, Any], broker: str) -> None:
     assert cost["commands_per_task"] >= cost["round_trips_per_task"] >= 4, cost
 
 
+def check_worker_cost(cost: dict[str, Any], backlog: int) -> None:
+    assert cost["drain_tasks"] == backlog, cost
+    # Every task of the steady arrival completed (the phase waits for all it sent).
+    assert cost["steady_tasks"] >= 1 and cost["steady_per_s"] > 0, cost
+    for name in ("drain_ms", "drain_per_s", "drain_whole_ms", "drain_whole_s", "steady_ms"):
+        assert cost[name] > 0, (name, cost)
+    assert cost["idle_ms_per_s"] >= 0 and cost["idle_share_ms"] >= 0, cost
+
+
+def check_versus(row: dict[str, Any], kind: str) -> None:
+    assert row["kind"] == kind
+    assert row["bare_pool"] == {"io": "threads", "cpu": "prefork"}[kind]
+    assert row["concurrency"] == {"io": 100, "cpu": 4}[kind]
+    for side in ("mcpq", "bare"):
+        check_worker_cost(row[side], 120)  # Plan.quick's backlog
+    for name in ("drain", "drain_whole", "steady"):
+        assert row["ratios"][name] > 0, row["ratios"]
+
+
+def check_profile(profile: dict[str, Any], path: Path) -> None:
+    assert profile["kind"] == "io" and profile["path"] == str(path), profile
+    assert profile["processes"] == 1 and profile["tasks"] > 0, profile
+    assert profile["cpu_ms"] > 0 and profile["unprofiled_ms"] > 0 and profile["overhead"] > 0
+    assert profile["accounted_ms"] > 0, profile
+    assert len(profile["top_own"]) == 25 and len(profile["top_cumulative"]) == 15, profile
+    for entry in profile["top_own"]:
+        assert entry["function"] and entry["calls"] > 0 and entry["own_us"] >= 0, entry
+    # The file is a pstats profile of the worker's run: mcpq's run is in it.
+    stats: Any = pstats.Stats(str(path))
+    functions = {name for (_file, _line, name) in stats.stats}
+    assert "run_task" in functions, sorted(functions)[:50]
+
+
 @pytest.mark.timeout(900)
-def test_the_capacity_benchmark_measures_everything() -> None:
+def test_the_capacity_benchmark_measures_everything(tmp_path: Path) -> None:
     vhosts_before = bench_vhosts()
-    result = run_bench("capacity", "--quick", timeout=840)
+    profile = tmp_path / "profile.pstats"
+    result = run_bench(
+        "capacity", "--quick", "--profile", "--profile-out", str(profile), timeout=840
+    )
     assert result["failures"] == 0
     assert result["machine"]["cpus"] >= 1 and "redis-server" in result["machine"]["redis"]
 
@@ -58,6 +98,10 @@ def test_the_capacity_benchmark_measures_everything() -> None:
     assert [rate["kind"] for rate in result["workers"]] == ["io", "cpu"]
     for rate in result["workers"]:
         check_rate(rate, rate["kind"])
+    assert [row["kind"] for row in result["versus"]] == ["io", "cpu"]
+    for row in result["versus"]:
+        check_versus(row, row["kind"])
+    check_profile(result["profile"], profile)
     check_redis_cost(result["redis"], "redis")
     assert result["redis"]["broker_cpu_ms_per_task"] is None  # the store is the broker
 

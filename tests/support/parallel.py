@@ -225,7 +225,8 @@ ESTIMATES = {
     "tests/ops/test_buildpack_install.py": 20.0,
     "tests/ops/test_install_collisions.py": 30.0,
     "tests/ops/test_bench_": 40.0,
-    "tests/ops/test_bench_capacity.py": 100.0,
+    "tests/ops/test_bench_capacity.py": 130.0,
+    "tests/ops/test_bench_capacity_profile.py": 3.0,
 }
 
 
