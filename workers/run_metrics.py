@@ -8,6 +8,8 @@ unless told otherwise: the endpoint has no login).
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
@@ -29,10 +31,19 @@ DURATION = Histogram(
 )
 
 
+#: Each (tool, outcome)'s two series, found once: ``labels()`` checks, locks and looks up on
+#: every call, a cost each run paid twice. The set is bounded (served tools by outcomes).
+_SERIES: dict[tuple[str, str], tuple[Any, Any]] = {}
+
+
 def record(tool: str, outcome: RunOutcome, seconds: float) -> None:
     """One run of ``tool``: its ``outcome`` is a label, from a closed set (``RunOutcome``)."""
-    RUNS.labels(tool, outcome.value).inc()
-    DURATION.labels(tool, outcome.value).observe(seconds)
+    key = (tool, outcome.value)
+    series = _SERIES.get(key)
+    if series is None:
+        series = _SERIES.setdefault(key, (RUNS.labels(*key), DURATION.labels(*key)))
+    series[0].inc()
+    series[1].observe(seconds)
 
 
 def serve(settings: Settings) -> None:

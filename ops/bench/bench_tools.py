@@ -2,8 +2,8 @@
 
 Like any tool module it is imported by the web tier and the workers, so it imports only
 ``shared`` and the standard library; the benchmark drivers (``pools``, ``recovery``,
-``answer_latency``, ``soak``) import nothing from here but the tool names (and, for the soak,
-the expected result of its job: ``soak_result``).
+``answer_latency``, ``soak``, ``capacity``) import nothing from here but the tool names (and,
+for the soak, the expected result of its job: ``soak_result``).
 """
 
 from __future__ import annotations
@@ -17,10 +17,16 @@ from mcpq import ToolContext, tool
 MODULE = "mcpq.ops.bench.bench_tools"
 BULK_QUEUE = "bulk"
 SLEEP = "bench_sleep"
+NOOP = "bench_noop"
 EFFECT = "bench_effect"
 ANSWER = "bench_answer"
 
 _SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+
+
+@tool(name=NOOP, task="optional", description="Benchmark: returns at once (a no-op).")
+def bench_noop() -> str:
+    return "ok"
 
 
 @tool(

@@ -2,7 +2,8 @@
 
 What one process of each kind does, and what one task costs Redis (and RabbitMQ), each measured
 on a private stack of its own (``ops.harness.stack.Stack``: redis-server on a free loopback port,
-never the shared one), with the no-op tool (``slow_compute seconds=0``):
+never the shared one), with a no-op tool (``slow_compute seconds=0``; the workers' phase runs
+``bench_noop``, which returns at once, as bare Celery's no-op task does nothing):
 
 1. **web**: tasks created per second by one web process (``mcpq web``, ``WEB_CONCURRENCY=1``,
    no worker), driven by the load generator of ``mcpq.ops.bench.loadgen`` in ``--procs`` processes;

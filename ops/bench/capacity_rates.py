@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from mcpq.ops.bench import bare_celery
+from mcpq.ops.bench import bare_celery, bench_tools
 from mcpq.ops.bench.capacity_bare import measure_bare
 from mcpq.ops.bench.capacity_phases import idle_ms_per_s, time_drain, time_steady, worker_cost
 from mcpq.ops.bench.capacity_profile import profile_worker
@@ -81,12 +81,14 @@ def measure_worker(
 ) -> tuple[WorkerMeasured, int]:
     """mcpq's worker of ``pool_kind``: a backlog drained, idle, a steady arrival (and, with
     ``profile_to``, a profiled worker's steady run); then bare Celery's on the same Redis."""
-    stack = Stack(f"capacity-{pool_kind}", workdir, tools=DEFAULT_TOOLS, env=COUNTED)
+    # The no-op tool (bench_noop: returns at once), as bare Celery's no-op task does nothing.
+    tools = f"{DEFAULT_TOOLS},{bench_tools.MODULE}"
+    stack = Stack(f"capacity-{pool_kind}", workdir, tools=tools, env=COUNTED)
     stack.knobs["WEB_CONCURRENCY"] = "2"  # the backlog is made before the worker starts
     try:
         stack.start_redis()
         stack.start_web()
-        load = Load(stack.url())
+        load = Load(stack.url(), bench_tools.NOOP, {})
         ids = asyncio.run(create_many(load, plan.backlog, 16))
         count = partial(completed, stack)
 

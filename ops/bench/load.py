@@ -20,8 +20,10 @@ Http = httpx.AsyncClient | RawClient  # the benchmark's own client, or httpx whe
 class Load:
     """One client's MCP calls, and how many of them failed."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, tool: str = TOOL, arguments: dict[str, Any] | None = None) -> None:
         self.url = url
+        #: The tool each create calls, and its arguments (``slow_compute seconds=0`` unless told).
+        self.tool, self.arguments = tool, ARGS if arguments is None else arguments
         self.failures = 0
         self._ids = 0
 
@@ -60,7 +62,8 @@ class Load:
         return result
 
     async def create(self, http: Http) -> str | None:
-        result = await self.call(http, "tools/call", {"name": TOOL, "arguments": ARGS}, TOOL)
+        params = {"name": self.tool, "arguments": self.arguments}
+        result = await self.call(http, "tools/call", params, self.tool)
         return None if result is None else str(result["taskId"])
 
     async def status(self, http: Http, task_id: str) -> str | None:
