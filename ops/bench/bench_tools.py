@@ -18,6 +18,7 @@ MODULE = "mcpq.ops.bench.bench_tools"
 BULK_QUEUE = "bulk"
 SLEEP = "bench_sleep"
 NOOP = "bench_noop"
+ASYNC_SLEEP = "bench_async_sleep"
 EFFECT = "bench_effect"
 ANSWER = "bench_answer"
 
@@ -27,6 +28,16 @@ _SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "require
 @tool(name=NOOP, task="optional", description="Benchmark: returns at once (a no-op).")
 def bench_noop() -> str:
     return "ok"
+
+
+@tool(
+    name=ASYNC_SLEEP,
+    task="optional",
+    description="Benchmark: an async tool that awaits ctx.sleep(`seconds`).",
+)
+async def bench_async_sleep(ctx: ToolContext, seconds: float = 0.2) -> str:
+    await ctx.sleep(seconds)
+    return "slept"
 
 
 @tool(

@@ -19,7 +19,11 @@ so that the generator is not what limits the rates. Measures, in one run:
 - **PSS** (not RSS: forked children share pages) of every web and worker process after the run;
 - **Redis commands per task** (counted with ``MONITOR``: every command, those inside scripts
   included, and those clients sent) for ``--tasks`` tasks created, run and polled to the end,
-  one at a time.
+  one at a time;
+- **waiting runs** on one io worker process (``--waiting``, 1000: a sync tool in ``ctx.sleep``;
+  ``--waiting-async``: an ``async def`` tool awaiting ``ctx.sleep``, ``bench_async_sleep``):
+  how long until all run, a 0.3 s tool beside them, cancels of 20 of them, the worker's PSS
+  and threads, Redis's clients.
 
 ``--peer`` measures fastmcp-tasks 4.1.4 in the same run (FastMCP on Docket/Redis, the best
 operational peer; installed into a cached venv, ``.cache/peer-venv``): the same no-op tool, its
@@ -53,6 +57,8 @@ from typing import Any
 import httpx
 import redis
 
+from mcpq.ops.bench import bench_tools
+from mcpq.ops.bench.bench_tools import ASYNC_SLEEP
 from mcpq.ops.bench.builds import Build, FolderStack
 from mcpq.ops.bench.load import TOOL, Load
 from mcpq.ops.bench.loadgen import Result, Target, measure
@@ -115,38 +121,56 @@ class Waiting:
     cancel_max_s: float
     worker_pss_mib: float
     redis_clients: int
+    #: The tool that waits: ``slow_compute`` (a sync tool) or ``bench_async_sleep`` (async).
+    tool: str = TOOL
+    #: The worker process's threads while they all wait (``/proc/<pid>/status``).
+    worker_threads: int = 0
 
     def render(self) -> str:
+        kind = "async def, await ctx.sleep" if self.tool == ASYNC_SLEEP else "ctx.sleep"
         return "\n".join(
             [
-                f"{self.runs} waiting runs (ctx.sleep) on one io worker process",
+                f"{self.runs} waiting runs ({kind}) on one io worker process",
                 f"  all running after         {self.running_after_s:9.2f} s",
                 f"  a 0.3 s tool alongside    {self.short_tool_s:9.2f} s",
                 f"  cancel -> run ended, max  {self.cancel_max_s:9.2f} s (of 20)",
                 f"  worker PSS                {self.worker_pss_mib:9.1f} MiB",
+                f"  worker threads            {self.worker_threads:9d}",
                 f"  Redis clients             {self.redis_clients:9d}",
             ]
         )
 
 
-def waiting(runs: int, workdir: Path) -> Waiting:
+def waiting(runs: int, workdir: Path, tool: str = TOOL) -> Waiting:
     """``runs`` tools waiting at once in one io worker process (threads), a short tool beside
-    them, and cancels of some of them."""
-    stack = Stack("waiting", workdir, tools=DEFAULT_TOOLS)
+    them, and cancels of some of them; ``tool``: ``slow_compute`` (sync) or
+    ``bench_async_sleep`` (``async def``)."""
+    stack = Stack("waiting", workdir, tools=f"{DEFAULT_TOOLS},{bench_tools.MODULE}")
     try:
         stack.start_redis()
         stack.start_web()
         worker = stack.spawn_pool("mcpq", "waiting", concurrency=runs + 100)
         wait_until(lambda: stack.stats().workers, timeout=60, interval=0.2, message="a worker")
         admin = redis.Redis.from_url(stack.redis_url, decode_responses=True)
-        load = Load(stack.url())
+        load = Load(stack.url(), tool)
         ids, started_s, short_s = asyncio.run(_wait_many(load, runs, admin, Keys()))
+        threads = _threads(process_tree(worker.popen.pid))
         cancels = asyncio.run(_cancel_some(load, ids[:20], worker))
         pss = pss_mib(process_tree(worker.popen.pid))
         clients = int(admin.info("clients")["connected_clients"])
     finally:
         stack.close()
-    return Waiting(runs, started_s, short_s, max(cancels), pss, clients)
+    return Waiting(runs, started_s, short_s, max(cancels), pss, clients, tool, threads)
+
+
+def _threads(pids: list[int]) -> int:
+    """The threads of processes ``pids``, together."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            status = Path(f"/proc/{pid}/status").read_text()
+            total += int(status.split("Threads:")[1].split()[0])
+    return total
 
 
 def _running(admin: redis.Redis, keys: Keys, ids: list[str]) -> int:
@@ -166,8 +190,8 @@ async def _wait_many(
 
         async def one() -> str | None:
             async with gate:
-                params = {"name": TOOL, "arguments": {"seconds": 120}}
-                result = await load.call(http, "tools/call", params, TOOL)
+                params = {"name": load.tool, "arguments": {"seconds": 120}}
+                result = await load.call(http, "tools/call", params, load.tool)
                 return None if result is None else str(result["taskId"])
 
         started = time.monotonic()
@@ -176,8 +200,8 @@ async def _wait_many(
             await asyncio.sleep(0.1)
         running_after = time.monotonic() - started
         sent = time.monotonic()
-        params = {"name": TOOL, "arguments": {"seconds": 0.3}}
-        short = await load.call(http, "tools/call", params, TOOL)
+        params = {"name": load.tool, "arguments": {"seconds": 0.3}}
+        short = await load.call(http, "tools/call", params, load.tool)
         if short is not None:
             await load.until_done(http, str(short["taskId"]), 0.01)
         return ids, running_after, time.monotonic() - sent
@@ -213,6 +237,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--waiting", type=int, default=1000, help="waiting runs on one worker (1000; 0: skip)"
     )
     parser.add_argument(
+        "--waiting-async",
+        type=int,
+        default=0,
+        help="waiting runs of an async def tool (await ctx.sleep) on one worker (0: skip)",
+    )
+    parser.add_argument(
         "--peer",
         action="store_true",
         help=f"also measure fastmcp-tasks {PEER_VERSION} (installed into {PEER_VENV} on first use)",
@@ -228,6 +258,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             results = measure(targets, args.clients, args.seconds, args.tasks, args.procs)
         result, peer = results[0], (results[1] if args.peer else None)
         waited = waiting(args.waiting, workdir / "waiting") if args.waiting else None
+        awaited = None
+        if args.waiting_async:
+            awaited = waiting(args.waiting_async, workdir / "waiting-async", ASYNC_SLEEP)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     if args.json:
@@ -238,6 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "peer": asdict(peer) if peer else None,
                     "ratios": ratios(result, peer) if peer else None,
                     "waiting": asdict(waited) if waited else None,
+                    "waiting_async": asdict(awaited) if awaited else None,
                 }
             )
         )
@@ -248,8 +282,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("mcpq / peer, same run (rates: higher is better; the rest: lower is better)")
             for name, ratio in ratios(result, peer).items():
                 print(f"  {name:<26}{ratio:9.2f}x")
-        if waited is not None:
-            print(waited.render())
+        for phase in (waited, awaited):
+            if phase is not None:
+                print(phase.render())
     failures = result.failures + (peer.failures if peer else 0)
     return 0 if failures == 0 else 1
 

@@ -15,7 +15,7 @@ CLIENTS, WAITING = 2, 3
 @pytest.mark.timeout(660)  # a first run installs the peer into its venv
 def test_the_throughput_benchmark_runs_every_phase() -> None:
     argv = ["--clients", str(CLIENTS), "--seconds", "0.5", "--tasks", "3"]
-    argv += ["--waiting", str(WAITING), "--peer"]
+    argv += ["--waiting", str(WAITING), "--waiting-async", str(WAITING), "--peer"]
     result = run_bench("throughput", *argv, timeout=600)  # a first run installs the peer
     assert result["failures"] == 0
     assert result["clients"] == CLIENTS
@@ -41,8 +41,9 @@ def test_the_throughput_benchmark_runs_every_phase() -> None:
     assert peer["pss_mib"] > 20  # its server and its worker were found
     assert peer["e2e_polls"] and peer["e2e_run_mean_ms"] is None  # its records are not read
     assert set(result["ratios"]) >= {"created_per_s", "completed_per_s", "get_p99_ms", "pss_mib"}
-    waiting = result["waiting"]
-    assert waiting["runs"] == WAITING
-    assert waiting["short_tool_s"] > 0.3  # the short tool ran to its end beside them
-    assert 0 < waiting["cancel_max_s"] < 10  # every cancelled run was seen ending
-    assert waiting["worker_pss_mib"] > 20
+    for phase, tool in (("waiting", "slow_compute"), ("waiting_async", "bench_async_sleep")):
+        waiting = result[phase]
+        assert waiting["runs"] == WAITING and waiting["tool"] == tool
+        assert waiting["short_tool_s"] > 0.3  # the short tool ran to its end beside them
+        assert 0 < waiting["cancel_max_s"] < 10  # every cancelled run was seen ending
+        assert waiting["worker_pss_mib"] > 20 and waiting["worker_threads"] > 1
