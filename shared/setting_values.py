@@ -67,6 +67,13 @@ def parse_positive_int(raw: str) -> int:
     return value
 
 
+def parse_count(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError(f"must be 0 or more: {raw!r}")
+    return value
+
+
 def parse_limit(raw: str) -> int:
     value = int(raw)
     if value < 0:

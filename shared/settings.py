@@ -17,6 +17,7 @@ from mcpq.shared.setting_values import (
     parse_auth_modes,
     parse_bool,
     parse_broker_url,
+    parse_count,
     parse_csv,
     parse_limit,
     parse_non_negative,
@@ -251,6 +252,9 @@ class Settings:
         default="io", metadata={"env": "MCPQ_WORKER_POOL", "parse": parse_pool}
     )
     io_concurrency: int = field(default=100, metadata={"env": "MCPQ_IO_CONCURRENCY", "parse": int})
+    #: ``async def`` tools' runs an io worker process holds on its run loop, each without a
+    #: thread (``mcpq.workers.run_loop``); 0: each on its job's thread, as a sync tool's.
+    async_runs: int = field(default=0, metadata={"env": "MCPQ_ASYNC_RUNS", "parse": parse_count})
     worker_queues: tuple[str, ...] = field(
         default=("mcpq",), metadata={"env": "MCPQ_QUEUES", "parse": parse_csv}
     )

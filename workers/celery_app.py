@@ -34,14 +34,14 @@ from mcpq.shared.settings import Settings
 from mcpq.shared.store import open_store
 from mcpq.shared.store.clients import store_keys, sync_client
 from mcpq.shared.store.wakeups import Wakeups
-from mcpq.workers import run_metrics, solo
+from mcpq.workers import run_loop, run_metrics, solo
 from mcpq.workers.heartbeat import LeaseKeeper
 from mcpq.workers.io_pool import current_slot
 from mcpq.workers.outcomes import RunOutcome
 from mcpq.workers.redis_transport import TRANSPORT
 from mcpq.workers.reports import ReportFlusher
 from mcpq.workers.runner import RunControl, RunDeps, run_task
-from mcpq.workers.sweeper import start_sweeper
+from mcpq.workers.sweeper import Sweeper, start_sweeper
 
 log = logging.getLogger("mcpq.worker")
 
@@ -60,6 +60,8 @@ class WorkerApp(Celery):
         self.settings = settings
         self.registry = registry
         self._deps: tuple[int, RunDeps] | None = None
+        #: The node's sweeper, once the worker is ready (``_SignalHandlers.start_sweeper``).
+        self.sweeper: Sweeper | None = None
         self._deps_lock = threading.Lock()  # a threads pool builds them from many threads at once
         self._signal_handlers: _SignalHandlers | None = None  # set by create_worker_app
 
@@ -74,9 +76,13 @@ class WorkerApp(Celery):
     def hand_back_runs(self) -> None:
         """The io pool stops (``workers.io_pool``): its runs are threads of this process; hand them
         back and let go of them (a prefork child hands its own run back on SIGTERM)."""
+        if self.sweeper is not None:
+            self.sweeper.stop()  # first: see Sweeper.stop
         deps = self._deps
         if deps is not None and deps[0] == os.getpid():
             handed = deps[1].leases.hand_back_all() + solo.stop_children()
+            if (loop := run_loop.current()) is not None:
+                loop.stop()  # its runs were handed back above: they write nothing more
             if handed:
                 log.info("handed %d runs back", handed)
 
@@ -111,6 +117,8 @@ def build_run_deps(settings: Settings, registry: Registry, *, min_peers: int = 0
 
 
 def _register_job(app: WorkerApp, tool_name: str) -> None:
+    async_runs = app.settings.async_runs if app.registry.tools[tool_name].is_async else 0
+
     def job(self: Task[Any, Any], ref: str) -> str:
         run = read_run(tool_name, [ref], vars(self.request))
         job_id = str(self.request.id)
@@ -135,13 +143,21 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
             terminate if alone else None, on_state, let_go=None if slot is None else slot.let_go
         )
         started = time.perf_counter()
+        # An io pool's async def tool waits on the process's run loop, holding no thread
+        # (MCPQ_ASYNC_RUNS: mcpq.workers.run_loop); its run ends after this job does.
+        loop = run_loop.run_loop(async_runs) if async_runs and slot is not None else None
+
+        def ended(outcome: RunOutcome) -> None:
+            run_metrics.record(tool_name, outcome, time.perf_counter() - started)
+
         traced = tracing.current()
         if traced.on:
             described = _described(run, self.request.delivery_info or {}, slot is None, hostname)
-            outcome = _traced_run(app, traced, run, control, alone, described)
+            outcome = _traced_run(app, traced, run, control, alone, described, loop, ended)
         else:  # off: not even the span's attributes are made
-            outcome = run_task(app.run_deps(), run, control, alone=alone)
-        run_metrics.record(tool_name, outcome, time.perf_counter() - started)
+            outcome = run_task(app.run_deps(), run, control, alone=alone, loop=loop, on_end=ended)
+        if outcome is not RunOutcome.DETACHED:
+            ended(outcome)
         if outcome in _NOT_A_SUCCESS:
             raise Ignore()
         return outcome.value
@@ -174,10 +190,12 @@ def _traced_run(
     control: RunControl,
     alone: bool,
     attributes: dict[str, str | int | float | bool],
+    loop: run_loop.RunLoop | None,
+    ended: Callable[[RunOutcome], None],
 ) -> RunOutcome:
     """The run inside its span: a child of the span of the request that created the task (its
     context stored with the task), linked to the request that sent this run (the message's, when
-    another: an answer)."""
+    another: an answer). A run handed to the run loop ends its span when it ends there."""
     # The run's parent is the create's span: the message names it (its sender created the task,
     # or an answer's resume says which), unless the sender had no trace (the sweeper's replay):
     # then it is read from the task, one round trip only on that path.
@@ -185,8 +203,24 @@ def _traced_run(
     if not created:
         created = app.run_deps().store.trace_of(run.ref)
     with traced.run_span(f"run {run.tool}", attributes, created, run.trace) as span:
-        outcome = run_task(app.run_deps(), run, control, alone=alone, on_claim=_attempt(span))
-        span.set("mcpq.run.outcome", outcome.value)
+        # Kept open from the start when a loop may take the run: it may end there before
+        # run_task returns here.
+        kept = span.keep_open() if loop is not None else None
+
+        def on_end(outcome: RunOutcome) -> None:
+            span.set("mcpq.run.outcome", outcome.value)
+            if kept is not None:
+                kept.end()
+            ended(outcome)
+
+        outcome = run_task(
+            app.run_deps(), run, control, alone=alone, on_claim=_attempt(span), loop=loop,
+            on_end=on_end,
+        )  # fmt: skip
+        if outcome is not RunOutcome.DETACHED:
+            span.set("mcpq.run.outcome", outcome.value)
+            if kept is not None:
+                kept.end()
     return outcome
 
 
@@ -261,5 +295,5 @@ class _SignalHandlers:
     def start_sweeper(self, sender: Any = None, **_: Any) -> None:
         """The worker node is ready: its sweeper (and heartbeat) thread, its run_metrics."""
         node = str(getattr(sender, "hostname", "") or os.getpid())
-        start_sweeper(self._app, self._app.settings, node)
+        self._app.sweeper = start_sweeper(self._app, self._app.settings, node)
         run_metrics.serve(self._app.settings)

@@ -73,6 +73,40 @@ class ToolCall:
             raise RunAbandoned()
         return value
 
+    async def on_loop(self) -> Any:
+        """Run an ``async def`` tool's coroutine as a task of the running loop (the process's
+        run loop, ``mcpq.workers.run_loop``): :meth:`interrupt` cancels it there, as on a loop
+        of its own. Nothing is raised into a thread: :meth:`abandon` only cancels it."""
+        with self._lock:
+            if self._abandoned:
+                raise RunAbandoned()
+        try:
+            value = self._call()
+            if inspect.iscoroutine(value):
+                loop = asyncio.get_running_loop()
+                task = loop.create_task(value)
+                with self._lock:
+                    self._loop, self._task = loop, task
+                    if self._interrupted:  # the cancel came before the task existed
+                        task.cancel()
+                try:
+                    value = await asyncio.shield(task)
+                except asyncio.CancelledError:
+                    if not task.done():  # the run itself is cancelled (the loop stops)
+                        task.cancel()
+                        raise
+                    raise self._stop() from None
+                finally:
+                    with self._lock:
+                        self._loop = self._task = None
+        except BaseException:
+            if self._finish():
+                raise RunAbandoned() from None
+            raise
+        if self._finish():
+            raise RunAbandoned()
+        return value
+
     def _finish(self) -> bool:
         """The call returned. Under the lock that :meth:`abandon` takes: either the call is done
         first, and no exception is ever raised into this thread for it, or it was abandoned

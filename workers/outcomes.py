@@ -32,6 +32,8 @@ class RunOutcome(StrEnum):
     TERMINAL = "terminal"  # the task has ended
     POISONED = "poisoned"  # its runs kept losing their worker (MCPQ_MAX_RUNS)
     SOLO = "solo"  # it must run alone: this job ran it in a process of its own (mcpq.workers.solo)
+    # The run goes on on the process's run loop (mcpq.workers.run_loop): it ends there.
+    DETACHED = "detached"
     # The run ended, but the fence refused its finish: its result was discarded.
     DISCARDED_GONE = "discarded-gone"
     DISCARDED_SUPERSEDED = "discarded-superseded"

@@ -11,119 +11,37 @@ id (no arguments, no taskId), because an exception's text can carry internals.
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import replace
+from functools import partial
 
 from mcpq.shared import tracing
-from mcpq.shared.bounds import LimitExceeded, check_bytes
-from mcpq.shared.errors import (
-    INTERNAL_ERROR,
-    ProtocolError,
-    StoreUnavailable,
-    TaskCancelled,
-    ToolError,
-    new_error_id,
-    rpc_error,
-    tool_crash_text,
-)
+from mcpq.shared.errors import INTERNAL_ERROR, TaskCancelled, rpc_error
 from mcpq.shared.jobs import Run
-from mcpq.shared.logs import task_hash
-from mcpq.shared.registry import Registry
-from mcpq.shared.results import call_tool_result, error_result
-from mcpq.shared.settings import Settings
 from mcpq.shared.store import Reply, TaskRecord, TaskStatus, TaskStore
-from mcpq.shared.store.wakeups import Wakeups, Watch
+from mcpq.shared.store.wakeups import Watch
 from mcpq.shared.tools import Tool
 from mcpq.workers import solo
 from mcpq.workers.async_context import AsyncRunContext
 from mcpq.workers.context import RunContext
-from mcpq.workers.execution import RunAbandoned, ToolCall
-from mcpq.workers.heartbeat import KeptRun, LeaseKeeper, Watchdog
-from mcpq.workers.interrupts import RunParked, RunSuperseded
+from mcpq.workers.detached import detach
+from mcpq.workers.execution import ToolCall
+from mcpq.workers.heartbeat import KeptRun, Watchdog
+from mcpq.workers.interrupts import RunSuperseded
 from mcpq.workers.outcomes import RunOutcome
-from mcpq.workers.reports import ReportFlusher
+from mcpq.workers.run_loop import RunLoop
+from mcpq.workers.run_parts import (
+    Ending,
+    Prepared,
+    RunControl,
+    RunDeps,
+    conclude,
+    hand_back,
+    interrupted,
+    outcome_of,
+)
 
-log = logging.getLogger("mcpq.worker")
-
-
-@dataclass
-class RunDeps:
-    settings: Settings
-    store: TaskStore
-    registry: Registry
-    #: The process's lease keeper (one thread renews every run's lease).
-    leases: LeaseKeeper
-    #: The process's shared wake-ups (one connection for every waiting run).
-    wakeups: Wakeups
-    #: The process's writer of late status reports (``mcpq.workers.reports``).
-    reports: ReportFlusher | None = None
-
-
-@dataclass(frozen=True)
-class RunControl:
-    """What the job system lends a run: showing a state, and how a run that ignores its cancel
-    is stopped: ``terminate`` kills the process it runs in (prefork: one job per process), or
-    is ``None`` when the process runs other jobs too (threads): then the tool gets
-    ``TaskCancelled`` raised in its thread and ``let_go`` frees the job's slot
-    (``mcpq.workers.execution``, ``mcpq.workers.io_pool``)."""
-
-    terminate: Callable[[], None] | None
-    on_state: Callable[[str], None]
-    let_go: Callable[[], bool] | None = None
-
-
-def _outcome(
-    fn: Callable[[], Any], tool: str, max_result_bytes: int
-) -> tuple[TaskStatus, dict[str, Any], str]:
-    try:
-        result = call_tool_result(fn()).dump()
-        # Bounded before it reaches Redis: an oversized result is the tool's error, named.
-        check_bytes("the tool's result", result, max_result_bytes, "MCPQ_MAX_RESULT_BYTES")
-        return TaskStatus.COMPLETED, result, ""
-    except LimitExceeded as exc:
-        return TaskStatus.COMPLETED, error_result(str(exc)).dump(), ""
-    except ToolError as exc:
-        return TaskStatus.COMPLETED, error_result(str(exc)).dump(), ""
-    except StoreUnavailable:  # not the tool's fault: the run fails and is recovered by lease
-        raise
-    except ProtocolError as exc:
-        return TaskStatus.FAILED, exc.to_error(), exc.message
-    except Exception:
-        error_id = new_error_id()
-        log.exception("tool %s raised", tool, extra={"tool": tool, "error_id": error_id})
-        return TaskStatus.COMPLETED, error_result(tool_crash_text(tool, error_id)).dump(), ""
-
-
-class _Ending:
-    """The run's one "run ended" line: written when the job returns, or earlier, when an io
-    run is let go of (its thread may stay in the tool long after; the line says when the run
-    ended for the task and the pool)."""
-
-    def __init__(self, run: Run) -> None:
-        self._run = run
-        self._started = time.perf_counter()
-        self._lock = threading.Lock()
-        self._logged = False
-
-    def log(self, outcome: RunOutcome) -> None:
-        with self._lock:
-            if self._logged:
-                return
-            self._logged = True
-        if not log.isEnabledFor(logging.INFO):  # the fields cost a hash per run: only if logged
-            return
-        fields = {
-            "task": task_hash(self._run.ref),
-            "tool": self._run.tool,
-            "transition": outcome.value,
-            "request_id": self._run.request_id,
-            "latency_ms": round((time.perf_counter() - self._started) * 1000, 2),
-        }
-        log.info("run ended", extra=fields)
+__all__ = ["RunControl", "RunDeps", "hand_back", "run_task"]
 
 
 def run_task(
@@ -133,18 +51,24 @@ def run_task(
     *,
     alone: bool = False,
     on_claim: Callable[[int], None] | None = None,
+    loop: RunLoop | None = None,
+    on_end: Callable[[RunOutcome], None] | None = None,
 ) -> RunOutcome:
     """Run the task's tool once; returns what happened (a log and metrics label), and logs it.
     ``alone``: nothing else runs in this process (a prefork pool process, a run of its own);
     otherwise a task that must run alone is run in a child process (``mcpq.workers.solo``).
-    ``on_claim``: told the task's run count once this run holds it (its span's attempt)."""
-    ending = _Ending(run)
-    outcome = _run(deps, run.ref, control, ending, alone, on_claim)
+    ``on_claim``: told the task's run count once this run holds it (its span's attempt).
+    ``loop``: an ``async def`` tool's run goes on to this run loop (``mcpq.workers.run_loop``)
+    once claimed, and this returns ``DETACHED`` at once; the loop logs its end and tells
+    ``on_end`` (any other run's end is returned)."""
+    ending = Ending(run)
+    outcome = _run(deps, run.ref, control, ending, alone, on_claim, loop, on_end)
     if outcome is RunOutcome.SOLO:
         # The child logs its own run's end.
         solo.run_alone(deps.store.lost_alone, run, deps.settings.solo_concurrency)
         return outcome
-    ending.log(outcome)
+    if outcome is not RunOutcome.DETACHED:  # (the loop logs a detached run's end)
+        ending.log(outcome)
     return outcome
 
 
@@ -152,9 +76,11 @@ def _run(
     deps: RunDeps,
     ref: str,
     control: RunControl,
-    ending: _Ending,
+    ending: Ending,
     alone: bool,
     on_claim: Callable[[int], None] | None = None,
+    loop: RunLoop | None = None,
+    on_end: Callable[[RunOutcome], None] | None = None,
 ) -> RunOutcome:
     s, store = deps.settings, deps.store
     # What a loss of this run would say about its tool depends on what else its process
@@ -181,12 +107,19 @@ def _run(
         message = f"Unknown tool on this worker: {record.tool}"
         store.finish(ref, gen, TaskStatus.FAILED, rpc_error(INTERNAL_ERROR, message), message)
         return RunOutcome.FAILED
+    if loop is not None and tool.is_async:
+        # Its job ends now: nothing may let go of the job's slot later (another job's by then).
+        control = replace(control, let_go=None)
+        prepare = partial(_prepare, deps, ref, record, gen, tool, control, ending=ending)
+        detach(deps, ref, gen, prepare, control, ending, loop, on_end)
+        return RunOutcome.DETACHED
     # The run's watch: it subscribes when the tool first waits (ctx.ask, ctx.sleep).
     with deps.wakeups.watch(ref) as watch:
-        return _execute(deps, ref, record, gen, tool, control, watch, ending)
+        prepared = _prepare(deps, ref, record, gen, tool, control, watch, ending)
+        return _execute(deps, ref, gen, prepared, control)
 
 
-def _execute(
+def _prepare(
     deps: RunDeps,
     ref: str,
     record: TaskRecord,
@@ -194,8 +127,8 @@ def _execute(
     tool: Tool,
     control: RunControl,
     watch: Watch,
-    ending: _Ending,
-) -> RunOutcome:
+    ending: Ending,
+) -> Prepared:
     s, store = deps.settings, deps.store
     ctx = RunContext(
         store,
@@ -232,24 +165,25 @@ def _execute(
             ending.log(RunOutcome.ABANDONED)
 
     kept = KeptRun(ref, gen, on_cancel, stop, _watchdog(store, ref, gen, tool, ctx, s.max_run_s))
+    return Prepared(tool, ctx, view, call, kept)
+
+
+def _execute(
+    deps: RunDeps, ref: str, gen: int, prepared: Prepared, control: RunControl
+) -> RunOutcome:
+    s, store = deps.settings, deps.store
+    tool, ctx, view, call, kept = (
+        prepared.tool, prepared.ctx, prepared.view, prepared.call, prepared.kept
+    )  # fmt: skip
     completed = False
     try:
         with deps.leases.keep(kept):
-            status, payload, message = _outcome(call.here, tool.name, s.max_result_bytes)
+            status, payload, message = outcome_of(call.here, tool.name, s.max_result_bytes)
         completed = True
-    except RunAbandoned:
-        # The tool ignored its cancel (or its run limit) for the grace: the task already has
-        # its final state, and the job was answered when it was let go of.
-        return RunOutcome.ABANDONED
-    except TaskCancelled:
-        control.on_state(TaskStatus.CANCELLED)
-        return RunOutcome.CANCELLED
-    except RunParked:
-        control.on_state(RunOutcome.PARKED)
-        return RunOutcome.PARKED
-    except RunSuperseded:
-        return RunOutcome.SUPERSEDED
-    except BaseException:  # SystemExit from billiard's SIGTERM handler, KeyboardInterrupt
+    except BaseException as exc:
+        if (ended := interrupted(exc, control)) is not None:
+            return ended
+        # SystemExit from billiard's SIGTERM handler, KeyboardInterrupt: hand the task back.
         hand_back(store, ref, gen)
         raise
     finally:
@@ -259,15 +193,7 @@ def _execute(
         ctx.discard_report(keep=completed)
         if view is not None:
             view.close()
-    # A synchronous call's log messages and last progress still pending are written first:
-    # its stream sends what it reads before the result, and would never read them after it.
-    ctx.flush_logs()
-    # Fenced by `gen`: if the task was cancelled meanwhile, or a newer run took it over after
-    # our lease lapsed, this result is discarded and the task keeps what it has.
-    reply = store.finish(ref, gen, status, payload, message)
-    if reply is not Reply.OK:
-        return RunOutcome.discarded(reply)
-    return RunOutcome.ended(status)
+    return conclude(store, ctx, ref, gen, status, payload, message)
 
 
 def _watchdog(
@@ -283,12 +209,3 @@ def _watchdog(
         store.finish(ref, gen, TaskStatus.FAILED, rpc_error(INTERNAL_ERROR, message), message)
 
     return Watchdog(ctx.busy_for, limit_s, fail_stalled)
-
-
-def hand_back(store: TaskStore, ref: str, gen: int) -> None:
-    """Release the run's lease so another worker takes the task at once: this process is being
-    stopped (Heroku's SIGTERM reaches pool processes as SystemExit)."""
-    try:
-        store.release(ref, gen)
-    except Exception:
-        log.warning("could not hand back the run", exc_info=True)

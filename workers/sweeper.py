@@ -92,9 +92,27 @@ def _loop(app: Celery, settings: Settings, node: str, stop: threading.Event) -> 
             return
 
 
-def start_sweeper(app: Celery, settings: Settings, node: str) -> threading.Event:
+class Sweeper:
+    """A worker node's sweeper thread, and how to stop it."""
+
+    def __init__(self, app: Celery, settings: Settings, node: str) -> None:
+        self._stop = threading.Event()
+        args = (app, settings, node, self._stop)
+        self._thread = threading.Thread(target=_loop, args=args, name="mcpq-sweeper", daemon=True)
+        self._thread.start()
+
+    def stop(self, wait_s: float = 5.0) -> None:
+        """No more sweeps; returns once a sweep under way is over (or after ``wait_s``).
+
+        NOTE: a stopping worker stops its sweeper before it hands its runs back: the runs it
+        releases are due at once, and a sweep of its own would send them through a consumer
+        that is shutting down, where kombu may find no route for them (they would then wait
+        ``MCPQ_REQUEUE_UNSTARTED_S`` for the next send instead of going on at once)."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(wait_s)
+
+
+def start_sweeper(app: Celery, settings: Settings, node: str) -> Sweeper:
     """Start the sweeper (and the worker heartbeat) thread of this worker node."""
-    stop = threading.Event()
-    args = (app, settings, node, stop)
-    threading.Thread(target=_loop, args=args, name="mcpq-sweeper", daemon=True).start()
-    return stop
+    return Sweeper(app, settings, node)

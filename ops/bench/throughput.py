@@ -125,9 +125,12 @@ class Waiting:
     tool: str = TOOL
     #: The worker process's threads while they all wait (``/proc/<pid>/status``).
     worker_threads: int = 0
+    #: The runs waited on the worker's run loop (``MCPQ_ASYNC_RUNS``), not a thread each.
+    run_loop: bool = False
 
     def render(self) -> str:
         kind = "async def, await ctx.sleep" if self.tool == ASYNC_SLEEP else "ctx.sleep"
+        kind += ", on the run loop" if self.run_loop else ""
         return "\n".join(
             [
                 f"{self.runs} waiting runs ({kind}) on one io worker process",
@@ -141,15 +144,20 @@ class Waiting:
         )
 
 
-def waiting(runs: int, workdir: Path, tool: str = TOOL) -> Waiting:
+def waiting(runs: int, workdir: Path, tool: str = TOOL, run_loop: bool = False) -> Waiting:
     """``runs`` tools waiting at once in one io worker process (threads), a short tool beside
     them, and cancels of some of them; ``tool``: ``slow_compute`` (sync) or
-    ``bench_async_sleep`` (``async def``)."""
+    ``bench_async_sleep`` (``async def``); ``run_loop``: an async tool's runs wait on the
+    worker's run loop (``MCPQ_ASYNC_RUNS``), its pool at its default threads."""
     stack = Stack("waiting", workdir, tools=f"{DEFAULT_TOOLS},{bench_tools.MODULE}")
     try:
         stack.start_redis()
         stack.start_web()
-        worker = stack.spawn_pool("mcpq", "waiting", concurrency=runs + 100)
+        if run_loop:
+            loop = {"MCPQ_ASYNC_RUNS": str(runs + 100)}
+            worker = stack.spawn_pool("mcpq", "waiting", concurrency=None, **loop)
+        else:
+            worker = stack.spawn_pool("mcpq", "waiting", concurrency=runs + 100)
         wait_until(lambda: stack.stats().workers, timeout=60, interval=0.2, message="a worker")
         admin = redis.Redis.from_url(stack.redis_url, decode_responses=True)
         load = Load(stack.url(), tool)
@@ -160,7 +168,7 @@ def waiting(runs: int, workdir: Path, tool: str = TOOL) -> Waiting:
         clients = int(admin.info("clients")["connected_clients"])
     finally:
         stack.close()
-    return Waiting(runs, started_s, short_s, max(cancels), pss, clients, tool, threads)
+    return Waiting(runs, started_s, short_s, max(cancels), pss, clients, tool, threads, run_loop)
 
 
 def _threads(pids: list[int]) -> int:
@@ -243,6 +251,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="waiting runs of an async def tool (await ctx.sleep) on one worker (0: skip)",
     )
     parser.add_argument(
+        "--run-loop",
+        action="store_true",
+        help="--waiting-async's runs on the worker's run loop (MCPQ_ASYNC_RUNS), not a thread each",
+    )
+    parser.add_argument(
         "--peer",
         action="store_true",
         help=f"also measure fastmcp-tasks {PEER_VERSION} (installed into {PEER_VENV} on first use)",
@@ -260,7 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         waited = waiting(args.waiting, workdir / "waiting") if args.waiting else None
         awaited = None
         if args.waiting_async:
-            awaited = waiting(args.waiting_async, workdir / "waiting-async", ASYNC_SLEEP)
+            where = workdir / "waiting-async"
+            awaited = waiting(args.waiting_async, where, ASYNC_SLEEP, args.run_loop)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     if args.json:

@@ -9,7 +9,7 @@ from mcpq.shared.bounds import json_bytes
 from mcpq.shared.errors import ToolError
 from mcpq.shared.store import TaskStatus
 from mcpq.workers.context import RunContext
-from mcpq.workers.runner import _outcome
+from mcpq.workers.run_parts import outcome_of as _outcome
 from tests.support.white_box import quiet_watch
 
 

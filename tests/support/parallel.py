@@ -212,6 +212,7 @@ ESTIMATES = {
     "tests/e2e/test_mcpq_call_tty.py": 12.0,
     "tests/e2e/test_operator_tasks_cli.py": 6.0,
     "tests/e2e/test_payloads_at_rest.py": 12.0,
+    "tests/e2e/test_async_runs_on_the_loop.py": 14.0,
     "tests/e2e/test_readme_client_on_dev.py": 12.0,
     "tests/clients/": 6.0,
     "tests/conformance/": 1.0,

@@ -14,7 +14,7 @@ import pytest
 from mcpq.frontend import methods
 from mcpq.shared.errors import ToolError
 from mcpq.shared.store import TaskStatus
-from mcpq.workers.runner import _outcome
+from mcpq.workers.run_parts import outcome_of as _outcome
 from tests.unit.fakes import Mcp
 
 SECRET = "secret detail 41d7"

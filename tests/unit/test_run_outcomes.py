@@ -20,7 +20,9 @@ LABELS = {
 
 
 def test_the_labels_are_a_closed_set_of_known_words() -> None:
-    assert {outcome.value for outcome in RunOutcome} == LABELS
+    # (``detached`` is never a label: a run handed to the run loop is counted, and logged, with
+    # the outcome it ends with there. It is only what its Celery job returns.)
+    assert {outcome.value for outcome in RunOutcome} - {"detached"} == LABELS
     assert all(str(outcome) == outcome.value for outcome in RunOutcome)
 
 
