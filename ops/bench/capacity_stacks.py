@@ -30,8 +30,11 @@ def completed(stack: Stack) -> int:
     return sum(stack.stats().totals.get("completed", {}).values())
 
 
-async def create_many(load: Load, count: int, clients: int) -> list[str]:
-    """``count`` tasks created by ``clients`` concurrent clients; their ids."""
+async def create_many(
+    load: Load, count: int, clients: int, arguments: dict[str, Any] | None = None
+) -> list[str]:
+    """``count`` tasks created by ``clients`` concurrent clients (``arguments``: the tool's, else
+    the load's); their ids."""
     ids: list[str] = []
     left = [count]
 
@@ -39,7 +42,7 @@ async def create_many(load: Load, count: int, clients: int) -> list[str]:
         async with RawClient(load.url) as http:
             while left[0] > 0:
                 left[0] -= 1
-                if (task_id := await load.create(http)) is not None:
+                if (task_id := await load.create(http, arguments)) is not None:
                     ids.append(task_id)
 
     await asyncio.gather(*(client() for _ in range(clients)))

@@ -61,8 +61,9 @@ class Load:
             self.failures += 1
         return result
 
-    async def create(self, http: Http) -> str | None:
-        params = {"name": self.tool, "arguments": self.arguments}
+    async def create(self, http: Http, arguments: dict[str, Any] | None = None) -> str | None:
+        arguments = self.arguments if arguments is None else arguments
+        params = {"name": self.tool, "arguments": arguments}
         result = await self.call(http, "tools/call", params, self.tool)
         return None if result is None else str(result["taskId"])
 
