@@ -204,6 +204,7 @@ def is_worker(config: Config) -> bool:
 #: on them (a new module without its line is scheduled as its layer's usual test).
 ESTIMATES = {
     "tests/unit/": 0.05,
+    "tests/unit/test_resource_notice_methods.py": 0.5,
     "tests/integration/": 0.1,
     "tests/integration/test_dev_": 5.0,
     "tests/integration/test_worker_broker_unreachable.py": 5.0,

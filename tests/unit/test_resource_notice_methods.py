@@ -38,7 +38,9 @@ from mcpq.shared.store.sync import TaskStore
 from tests.unit.fakes import Mcp, Reply
 
 V = "2025-11-25"
-STREAM_S = 1.0  # how long a test's notification stream stays open (MCPQ_STREAM_MAX_S)
+STREAM_S = 3.0  # how long a test's notification stream stays open (MCPQ_STREAM_MAX_S): long enough
+# for an announcement from another thread to arrive on a loaded host (1 s was missed once, the
+# whole suite running)
 TODAY, STAFF = "notes://today", "notes://staff"
 
 app = App("notes")
