@@ -46,6 +46,7 @@ from mcpq.ops.harness.otlp_receiver import OtlpReceiver, ReceivedSpan
 from mcpq.ops.harness.stack import Stack
 from mcpq.shared.store import task_ref
 from tests.support.anyio_run import run
+from tests.support.otlp_receiver import scan
 from tests.support.procs import wait_until
 from tests.support.stacks import FAST_KNOBS, LiveStack
 
@@ -136,16 +137,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory, receiver: OtlpReceiver) -> I
         raise
     yield running
     running.close()
-
-
-def scan(spans: list[ReceivedSpan], *secrets: str) -> list[str]:
-    """Every place a secret shows up in what was exported."""
-    found = []
-    for span in spans:
-        texts = [span.name, *map(str, span.attributes.values())]
-        texts += [f"{name} {attributes}" for name, attributes in span.events]
-        found += [f"{span.name}: {t}" for t in texts if any(s in t for s in secrets)]
-    return found
 
 
 def test_one_trace_from_submit_to_result_across_replicas_an_answer_and_a_sigkill(

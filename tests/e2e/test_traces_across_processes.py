@@ -27,7 +27,7 @@ from mcpq.ops.harness.stack import Stack
 from mcpq.shared.settings import DEFAULT_TOOLS
 from mcpq.shared.store import task_ref
 from tests.clients.node_clients import installed_or_skip, run_sdk_scenario
-from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan
+from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, scan
 from tests.support.procs import wait_until
 from tests.support.stacks import LiveStack
 
@@ -64,16 +64,6 @@ def in_trace(trace_id: str) -> Any:
         return {("mcpq-web", "server"), ("mcpq-worker", "consumer")} <= kinds
 
     return check
-
-
-def scan(spans: list[ReceivedSpan], *secrets: str) -> list[str]:
-    """Every place a secret shows up in what was exported."""
-    found = []
-    for span in spans:
-        texts = [span.name, *map(str, span.attributes.values())]
-        texts += [f"{name} {attributes}" for name, attributes in span.events]
-        found += [f"{span.name}: {t}" for t in texts if any(s in t for s in secrets)]
-    return found
 
 
 def test_a_task_s_run_is_a_span_in_the_trace_of_the_call_that_created_it(

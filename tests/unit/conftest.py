@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fakeredis
 import fakeredis.aioredis
@@ -12,9 +12,13 @@ import falcon.testing
 import pytest
 
 from mcpq.frontend.app import create_app
+from mcpq.shared import tracing
 from mcpq.shared.registry import Registry
 from mcpq.shared.store import AsyncTaskStore, Keys, WebStore, web_store
 from tests.unit.fakes import SETTINGS, FakeProducer, FakeWorker, ListHeaders, Mcp, registry
+
+if TYPE_CHECKING:  # the SDK is imported by the tests that turn tracing on, not by every one
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 
 @pytest.fixture
@@ -45,3 +49,16 @@ def make_mcp() -> Callable[..., Mcp]:
 @pytest.fixture
 def mcp(make_mcp: Callable[..., Mcp]) -> Mcp:
     return make_mcp()
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """Tracing on for this test, its spans kept in memory (``mcpq.shared.tracing``)."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    env = {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SERVICE_NAME": ""}
+    tracing.configure("web", env, processor=SimpleSpanProcessor(exporter))
+    yield exporter
+    tracing.turn_off()

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -59,15 +58,6 @@ def test_off_imports_no_sdk_and_makes_no_span() -> None:
 def served(spans: InMemorySpanExporter) -> list[ReadableSpan]:
     """The SERVER spans exported (the Redis scripts' CLIENT spans are their children)."""
     return [span for span in spans.get_finished_spans() if span.kind is SpanKind.SERVER]
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    env = {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SERVICE_NAME": ""}
-    tracing.configure("web", env, processor=SimpleSpanProcessor(exporter))
-    yield exporter
-    tracing.turn_off()
 
 
 def test_a_tool_call_is_a_server_span_in_the_client_s_trace(

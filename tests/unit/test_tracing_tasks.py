@@ -6,16 +6,14 @@ stream, the stream's reads its children."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from mcpq.shared import tracing
 from mcpq.shared.store.keyspace import task_ref
 from tests.unit.fakes import Mcp, meta
 from tests.unit.test_answers import ASK, waiting_task
@@ -24,15 +22,6 @@ CREATE_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CREATE_PARENT = f"00-{CREATE_TRACE}-00f067aa0ba902b7-01"
 LATER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 LATER_PARENT = f"00-{LATER_TRACE}-b7ad6b7169203331-01"
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    env = {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SERVICE_NAME": ""}
-    tracing.configure("web", env, processor=SimpleSpanProcessor(exporter))
-    yield exporter
-    tracing.turn_off()
 
 
 def trace_of(span: ReadableSpan) -> str:
