@@ -25,7 +25,7 @@ import ctypes
 import inspect
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from mcpq.shared.errors import TaskCancelled
@@ -61,16 +61,10 @@ class ToolCall:
             if self._abandoned:  # abandoned before it started: nothing to run
                 raise RunAbandoned()
             self._ident = threading.get_ident()
-        try:
+        with self._ending():
             value = self._call()
             if inspect.iscoroutine(value):
                 value = self._run_async(value)
-        except BaseException:
-            if self._finish():
-                raise RunAbandoned() from None
-            raise
-        if self._finish():
-            raise RunAbandoned()
         return value
 
     async def on_loop(self) -> Any:
@@ -80,15 +74,10 @@ class ToolCall:
         with self._lock:
             if self._abandoned:
                 raise RunAbandoned()
-        try:
+        with self._ending():
             value = self._call()
             if inspect.iscoroutine(value):
-                loop = asyncio.get_running_loop()
-                task = loop.create_task(value)
-                with self._lock:
-                    self._loop, self._task = loop, task
-                    if self._interrupted:  # the cancel came before the task existed
-                        task.cancel()
+                task = self._started(asyncio.get_running_loop(), value)
                 try:
                     value = await asyncio.shield(task)
                 except asyncio.CancelledError:
@@ -99,13 +88,29 @@ class ToolCall:
                 finally:
                     with self._lock:
                         self._loop = self._task = None
+        return value
+
+    def _started(self, loop: asyncio.AbstractEventLoop, coroutine: Any) -> asyncio.Task[Any]:
+        """The tool's coroutine as a task of ``loop``, where :meth:`interrupt` finds it."""
+        task = loop.create_task(coroutine)
+        with self._lock:
+            self._loop, self._task = loop, task
+            if self._interrupted:  # the cancel came before the task existed
+                task.cancel()
+        return task
+
+    @contextlib.contextmanager
+    def _ending(self) -> Iterator[None]:
+        """The call, then :meth:`_finish`: ``RunAbandoned`` instead of whatever the call
+        returned or raised once the run was taken away."""
+        try:
+            yield
         except BaseException:
             if self._finish():
                 raise RunAbandoned() from None
             raise
         if self._finish():
             raise RunAbandoned()
-        return value
 
     def _finish(self) -> bool:
         """The call returned. Under the lock that :meth:`abandon` takes: either the call is done
@@ -120,11 +125,7 @@ class ToolCall:
     def _run_async(self, coroutine: Any) -> Any:
         loop = asyncio.new_event_loop()
         try:
-            task = loop.create_task(coroutine)
-            with self._lock:
-                self._loop, self._task = loop, task
-                if self._interrupted:  # the cancel came before the loop existed
-                    task.cancel()
+            task = self._started(loop, coroutine)
             try:
                 return loop.run_until_complete(task)
             except asyncio.CancelledError:

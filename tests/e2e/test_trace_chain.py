@@ -46,7 +46,7 @@ from mcpq.ops.harness.otlp_receiver import OtlpReceiver, ReceivedSpan
 from mcpq.ops.harness.stack import Stack
 from mcpq.shared.store import task_ref
 from tests.support.anyio_run import run
-from tests.support.otlp_receiver import scan
+from tests.support.otlp_receiver import scan, traced_env
 from tests.support.procs import wait_until
 from tests.support.stacks import FAST_KNOBS, LiveStack
 
@@ -120,12 +120,7 @@ def client_tracer(receiver: OtlpReceiver) -> Iterator[trace.Tracer]:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, receiver: OtlpReceiver) -> Iterator[Stack]:
-    env = {
-        **FAST_KNOBS,
-        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-        "OTEL_BSP_SCHEDULE_DELAY": "100",
-        "MCPQ_INPUT_HOLD_S": "1",  # a question parks its run soon
-    }
+    env = {**FAST_KNOBS, **traced_env(receiver)}
     tools = "tests.brought.fastmcp_packing:mcp"
     running = LiveStack("chain", tmp_path_factory.mktemp("chain"), tools=tools, env=env)
     try:

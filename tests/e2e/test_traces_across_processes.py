@@ -27,7 +27,7 @@ from mcpq.ops.harness.stack import Stack
 from mcpq.shared.settings import DEFAULT_TOOLS
 from mcpq.shared.store import task_ref
 from tests.clients.node_clients import installed_or_skip, run_sdk_scenario
-from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, scan
+from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, scan, traced_env
 from tests.support.procs import wait_until
 from tests.support.stacks import LiveStack
 
@@ -46,11 +46,7 @@ def receiver() -> Iterator[OtlpReceiver]:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, receiver: OtlpReceiver) -> Iterator[Stack]:
-    env = {
-        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-        "OTEL_BSP_SCHEDULE_DELAY": "100",
-        "MCPQ_INPUT_HOLD_S": "1",  # a question parks its run soon
-    }
+    env = traced_env(receiver)
     tools = f"{DEFAULT_TOOLS},tests.brought.fastmcp_steps:mcp"
     running = LiveStack("traced", tmp_path_factory.mktemp("traced"), tools=tools, env=env)
     running.start(webs=1, workers=1, pool="io")

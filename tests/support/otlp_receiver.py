@@ -3,7 +3,17 @@ too, and ``ops`` imports nothing from ``tests``); and the scan of what it got fo
 
 from mcpq.ops.harness.otlp_receiver import KINDS, OtlpReceiver, ReceivedSpan
 
-__all__ = ["KINDS", "OtlpReceiver", "ReceivedSpan", "scan"]
+__all__ = ["KINDS", "OtlpReceiver", "ReceivedSpan", "scan", "traced_env"]
+
+
+def traced_env(receiver: OtlpReceiver) -> dict[str, str]:
+    """A test stack's tracing: on, exported to ``receiver`` every 100 ms; and its questions
+    parking their runs after 1 s."""
+    return {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "MCPQ_INPUT_HOLD_S": "1",
+    }
 
 
 def scan(spans: list[ReceivedSpan], *secrets: str) -> list[str]:
