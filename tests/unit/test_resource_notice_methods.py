@@ -38,9 +38,8 @@ from mcpq.shared.store.sync import TaskStore
 from tests.unit.fakes import Mcp, Reply
 
 V = "2025-11-25"
-STREAM_S = 3.0  # how long a test's notification stream stays open (MCPQ_STREAM_MAX_S): long enough
-# for an announcement from another thread to arrive on a loaded host (1 s was missed once, the
-# whole suite running)
+STREAM_S = 3.0  # how long a test's notification stream stays open (MCPQ_STREAM_MAX_S): room for
+# an announcement from another thread on a loaded host
 TODAY, STAFF = "notes://today", "notes://staff"
 
 app = App("notes")
@@ -349,11 +348,19 @@ def test_a_streaming_session_stays_in_the_index_of_what_it_subscribed_to(notes: 
     index = notes.keys.resource_subscribers(uri_digest(TODAY))
     notes.peek.zadd(index, {session.sref: 1})  # as if its entry had lapsed long ago
     store = sync_store(notes)
-    when_heard(
-        notes,
-        [notes.keys.session_events(session.sref)],
-        lambda: announcing.announce_updated(TODAY, store),
-    )
+
+    def refreshed() -> None:
+        # The stream subscribes, then refreshes its entries: an update announced between the
+        # two finds the entry lapsed and tells nobody, by design (frontend/legacy/session.py).
+        # So the update is announced once the stream's refresh is seen.
+        deadline = time.monotonic() + 5
+        while (notes.peek.zscore(index, session.sref) or 0) < time.time() * 1000:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        announcing.announce_updated(TODAY, store)
+
+    when_heard(notes, [notes.keys.session_events(session.sref)], refreshed)
     assert methods_of(session.stream()) == ["notifications/resources/updated"]
     assert notes.peek.zscore(index, session.sref) > time.time() * 1000
 
