@@ -254,7 +254,12 @@ class Settings:
     io_concurrency: int = field(default=100, metadata={"env": "MCPQ_IO_CONCURRENCY", "parse": int})
     #: ``async def`` tools' runs an io worker process holds on its run loop, each without a
     #: thread (``mcpq.workers.run_loop``); 0: each on its job's thread, as a sync tool's.
-    async_runs: int = field(default=0, metadata={"env": "MCPQ_ASYNC_RUNS", "parse": parse_count})
+    async_runs: int = field(default=1000, metadata={"env": "MCPQ_ASYNC_RUNS", "parse": parse_count})
+    #: How long one step of a run may hold the run loop before the loop is left to that run and
+    #: the others move to a new one (``mcpq.workers.run_loop``); 0: never.
+    loop_stall_s: float = field(
+        default=1.0, metadata={"env": "MCPQ_LOOP_STALL_S", "parse": parse_non_negative}
+    )
     worker_queues: tuple[str, ...] = field(
         default=("mcpq",), metadata={"env": "MCPQ_QUEUES", "parse": parse_csv}
     )

@@ -96,10 +96,13 @@ class AsyncRunContext:
         self._ctx = ctx
         self._turn: asyncio.Lock | None = None  # made on the tool's loop, at its first call
         self._changed: asyncio.Event | None = None
+        self._wake: Callable[[], None] | None = None
 
     def close(self) -> None:
-        """The run is over: its watch no longer wakes this loop."""
-        self._ctx.watch.on_notify = None
+        """The run is over: its watch no longer wakes this loop. (Unless a later turn of the
+        run, moved off a stalled loop, set its own wake: the watch is the run's, across turns.)"""
+        if self._wake is not None and self._ctx.watch.on_notify is self._wake:
+            self._ctx.watch.on_notify = None
 
     # -- driving a wait on the loop ----------------------------------------------------------------
     def _started(self) -> asyncio.Lock:
@@ -112,7 +115,7 @@ class AsyncRunContext:
                 with contextlib.suppress(RuntimeError):  # the loop closed: the run is over
                     loop.call_soon_threadsafe(changed.set)
 
-            self._ctx.watch.on_notify = wake
+            self._ctx.watch.on_notify = self._wake = wake
         return self._turn
 
     async def _round_trips(self, call: Callable[[], R]) -> R:

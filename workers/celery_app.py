@@ -145,7 +145,11 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
         started = time.perf_counter()
         # An io pool's async def tool waits on the process's run loop, holding no thread
         # (MCPQ_ASYNC_RUNS: mcpq.workers.run_loop); its run ends after this job does.
-        loop = run_loop.run_loop(async_runs) if async_runs and slot is not None else None
+        loop = (
+            run_loop.run_loop(async_runs, app.settings.loop_stall_s)
+            if async_runs and slot is not None
+            else None
+        )
 
         def ended(outcome: RunOutcome) -> None:
             run_metrics.record(tool_name, outcome, time.perf_counter() - started)

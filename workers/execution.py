@@ -2,7 +2,8 @@
 (a prefork pool process runs one job; an io pool thread runs one job, ``mcpq.workers.io_pool``), and
 how a run that ignores its cancel is stopped.
 
-- **async tools** get an event loop of their own, on the thread that runs them: ``await`` an
+- **async tools** get an event loop of their own, on the thread that runs them (on an io
+  worker they wait on the process's run loop instead: ``mcpq.workers.run_loop``): ``await`` an
   HTTP call, a database, a subprocess. A cancel cancels the asyncio task at once, wherever it
   awaits (``CancelledError`` inside the tool, ``TaskCancelled`` for the run; a run taken over
   ends ``RunSuperseded``, as a sync one would). Their context's waits are awaited, and run off

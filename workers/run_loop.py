@@ -4,7 +4,7 @@ awaits holds no thread while it waits.
 Without it, an ``async def`` tool's run holds its job's pool thread for its whole life, with an
 event loop of its own on it (``mcpq.workers.execution``): a thousand waiting runs are a thousand
 threads. With ``MCPQ_ASYNC_RUNS`` set, an io pool process has one more thread, running one event
-loop, and a claimed run of an async tool is handed to it (``mcpq.workers.runner``): its job's
+loop, and a claimed run of an async tool is handed to it (``mcpq.workers.detached``): its job's
 thread returns at once, and the run awaits on the loop, up to ``MCPQ_ASYNC_RUNS`` of them; one
 more waits on its job's thread for a place (so the pool, and then Celery's prefetch, take no more
 messages meanwhile).
@@ -16,109 +16,403 @@ replayed by the sweeper once their leases lapse, and a stopping process hands th
 (``LeaseKeeper.hand_back_all``) before the loop's tasks are cancelled. Everything a run writes
 is fenced by its generation, so a run cancelled late writes nothing.
 
-A tool that blocks the loop (a ``time.sleep``, a blocking client) stalls every run on it; such
-a call belongs on a thread (``asyncio.to_thread``), or the tool in a sync ``def``. (Not guarded
-yet: this is why the loop is off unless ``MCPQ_ASYNC_RUNS`` is set.)
+**A tool that blocks the loop** (a ``time.sleep``, a blocking HTTP client, a long computation)
+would stall every run on it, and asyncio cannot preempt it. So every step a task takes on the
+loop is timed (the loop's task factory wraps each coroutine, :class:`_Steps`), and a watcher
+thread looks at the step running now. Once one run's step has held the loop for
+``MCPQ_LOOP_STALL_S`` (1 s):
+
+- the loop's thread is left to that run: it goes on there alone, as it would on a thread of its
+  own, and ends there;
+- every other run on that loop moves to a new loop (a new thread) and starts again from its
+  start, as a replay does: its steps are memoized, its questions found by their number, its
+  lease and generation unchanged. Its old turn never takes another step (the wrapper throws
+  ``CancelledError`` into it instead) and its tasks are cancelled once the old loop wakes;
+- the tool is named in one warning, with the line that blocked, and its later runs in this
+  process each get a thread, as without the loop (:meth:`RunLoop.blocks`).
+
+Why move the others rather than the run that blocked: the blocked one cannot be moved (its
+thread is inside the blocking call), and the others, parked at an ``await``, can always start
+again: replay is what every run is built for (a lost worker's runs are replayed the same way).
+Waiting for the blocking call instead would stall them for as long as it lasts, which has no
+bound; detecting the call before it blocks would need every library's blocking calls known.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
+import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+import weakref
+from collections.abc import Awaitable, Coroutine, Generator
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol
 
 log = logging.getLogger("mcpq.worker")
 
+#: How long one step of a run may hold the loop before the loop is left to it (MCPQ_LOOP_STALL_S).
+DEFAULT_STALL_S = 1.0
 
-class RunLoop:
-    """One event loop on a thread of its own, where up to ``limit`` runs await at once."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._places = threading.BoundedSemaphore(limit)
-        self._loop = asyncio.new_event_loop()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._lock = threading.Lock()
-        self._stopped = False
-        self._thread = threading.Thread(target=self._serve, name="mcpq-run-loop", daemon=True)
-        self._thread.start()
+class LoopRun(Protocol):
+    """A run handed to the run loop (``mcpq.workers.detached``)."""
+
+    @property
+    def tool(self) -> str:
+        """Its tool's name (a tool that blocked the loop is named by it)."""
+        ...
+
+    def turn(self, turn: Turn) -> Awaitable[None]:
+        """The run from its start, awaited on ``turn``'s loop. A run moved off a stalled loop
+        gets another turn on the new loop, from its start again, as a replay."""
+        ...
+
+    def moved(self, turn: Turn) -> None:
+        """``turn`` was left on a stalled loop (called on the watcher's thread, before the
+        next turn starts): let go of what that turn held (its lease's keeping, its context);
+        what the run holds across turns (its watch, its place) stays."""
+        ...
+
+
+class Turn:
+    """One run's time on one loop: its first, or the one it got when moved off a stalled loop."""
+
+    __slots__ = ("lane", "moved", "run")
+
+    def __init__(self, run: LoopRun, lane: _Lane) -> None:
+        self.run = run
+        self.lane = lane
+        #: Set once, under the run loop's lock: this turn's run goes on on another loop.
+        self.moved = False
+
+
+#: The turn whose task runs now (a task's context: the tasks a tool starts inherit it).
+_TURN: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("mcpq_turn", default=None)
+
+
+class _Steps:
+    """Drives one task's coroutine step by step on a lane (see the module's doc): each step is
+    timed (``lane.step``), and a moved turn's coroutine never takes another step: it gets
+    ``CancelledError`` instead, wherever it waits."""
+
+    __slots__ = ("_coro", "_lane", "_turn")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], lane: _Lane, turn: Turn | None) -> None:
+        self._coro, self._lane, self._turn = coro, lane, turn
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, lane, turn = self._coro, self._lane, self._turn
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            if turn is not None and turn.moved and not isinstance(error, asyncio.CancelledError):
+                error, value = asyncio.CancelledError(), None
+            # One attribute written, never a lock: only this loop's thread runs its steps, and
+            # the watcher reads the pair whole (a tuple is replaced, not changed).
+            lane.step = (turn, time.monotonic())
+            try:
+                yielded = coro.send(value) if error is None else coro.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                lane.step = None
+            try:
+                value, error = (yield yielded), None
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # the task's cancel, a future's exception
+                value, error = None, exc
+
+
+async def _stepped(coro: Coroutine[Any, Any, Any], lane: _Lane, turn: Turn | None) -> Any:
+    # A coroutine of its own around the driver: whatever looks at a task's coroutine (anyio's
+    # cancel scopes do) finds a real one.
+    return await _Steps(coro, lane, turn)
+
+
+class _Lane:
+    """One event loop on a thread of its own."""
+
+    def __init__(self, number: int) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.loop.set_task_factory(self._task)  # type: ignore[arg-type]
+        #: The turns on this loop (the run loop's lock).
+        self.turns: set[Turn] = set()
+        #: The step running now, with the time it began (written by this loop's thread only).
+        self.step: tuple[Turn | None, float] | None = None
+        #: Left to the run that stalled it: it takes no new turn, and stops when that run ends.
+        self.retired = False
+        self._owners: weakref.WeakKeyDictionary[asyncio.Task[Any], Turn | None] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.thread = threading.Thread(
+            target=self._serve, name=f"mcpq-run-loop-{number}", daemon=True
+        )
+        self.thread.start()
 
     def _serve(self) -> None:
-        asyncio.set_event_loop(self._loop)
+        asyncio.set_event_loop(self.loop)
         try:
-            self._loop.run_forever()
+            self.loop.run_forever()
         finally:
-            self._loop.close()
+            self.loop.close()
+
+    def _task(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        coro: Coroutine[Any, Any, Any],
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Task[Any]:
+        turn = _TURN.get() if context is None else context.get(_TURN)
+        task = asyncio.Task(_stepped(coro, self, turn), loop=loop, context=context)
+        self._owners[task] = turn
+        return task
+
+    def cancel_moved(self) -> None:
+        """(On this loop.) Cancel the tasks of moved turns: one waiting on a long timer would
+        otherwise keep this loop, and its thread, alive until it fires."""
+        for task, turn in list(self._owners.items()):
+            if turn is not None and turn.moved and not task.done():
+                task.cancel()
+
+    def cancel_all(self) -> None:
+        for task in asyncio.all_tasks(self.loop):
+            task.cancel()
+
+    def stop_soon(self) -> None:
+        with contextlib.suppress(RuntimeError):  # closed already
+            self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+class RunLoop:
+    """Event loops on threads of their own, where up to ``limit`` runs await at once: one loop,
+    and one more for each loop a run stalled (left to that run until it ends)."""
+
+    def __init__(self, limit: int, stall_s: float = DEFAULT_STALL_S) -> None:
+        self.limit = limit
+        self.stall_s = stall_s
+        self._places = threading.BoundedSemaphore(limit)
+        self._lock = threading.Lock()
+        self._made = 0
+        self._lanes: list[_Lane] = []
+        self._lane = self._new_lane()
+        self._blocking: set[str] = set()
+        self._stopped = False
+        if stall_s > 0:
+            threading.Thread(target=self._watch, name="mcpq-run-loop-watch", daemon=True).start()
+
+    def _new_lane(self) -> _Lane:
+        self._made += 1
+        lane = _Lane(self._made)
+        self._lanes.append(lane)
+        return lane
 
     @property
     def running(self) -> int:
         """Runs on the loop now."""
         with self._lock:
-            return len(self._tasks)
+            return sum(len(lane.turns) for lane in self._lanes)
 
-    def start(self, run: Callable[[], Awaitable[None]]) -> None:
-        """Run ``run()`` on the loop; waits (on the caller's thread) while the loop is full.
+    @property
+    def loops(self) -> int:
+        """Loops with runs on them, or taking new ones."""
+        with self._lock:
+            return len(self._lanes)
+
+    def blocks(self, tool: str) -> bool:
+        """``tool`` has held this loop (a blocking call): its runs in this process each get a
+        thread instead."""
+        return tool in self._blocking
+
+    def start(self, run: LoopRun) -> None:
+        """Run ``run`` on the loop; waits (on the caller's thread) while the loop is full.
 
         NOTE: the place is taken before the run is scheduled and given back when it ends,
-        whatever ends it (its own end, a cancel at stop): a full loop makes the io pool's
-        threads wait here, and so Celery takes no more messages than the loop can hold."""
+        whatever ends it (its own end, a cancel at stop), never when it moves: a full loop
+        makes the io pool's threads wait here, and so Celery takes no more messages than the
+        loop can hold."""
         self._places.acquire()
         try:
-            asyncio.run_coroutine_threadsafe(self._held(run), self._loop)
-        except BaseException:  # the loop is closed: nothing will give the place back
+            with self._lock:
+                if self._stopped:
+                    raise RuntimeError("the run loop is stopped")
+                turn = Turn(run, self._lane)
+                turn.lane.turns.add(turn)
+            try:
+                self._begin(turn)
+            except BaseException:
+                with self._lock:
+                    turn.lane.turns.discard(turn)
+                raise
+        except BaseException:  # nothing will give the place back
             self._places.release()
             raise
 
-    async def _held(self, run: Callable[[], Awaitable[None]]) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        with self._lock:
-            self._tasks.add(task)
+    def _begin(self, turn: Turn) -> None:
+        turn.lane.loop.call_soon_threadsafe(self._schedule, turn)
+
+    def _schedule(self, turn: Turn) -> None:
+        """(On the turn's loop.) Its task, in a context naming the turn: the tasks the tool
+        starts are the turn's too."""
+        if turn.moved:
+            return
+        context = contextvars.copy_context()
+        context.run(_TURN.set, turn)
+        turn.lane.loop.create_task(self._held(turn), context=context)
+
+    async def _held(self, turn: Turn) -> None:
         try:
-            await run()
+            await turn.run.turn(turn)
         except asyncio.CancelledError:
-            pass  # the loop stops: the run was handed back already
+            pass  # the loop stops (the run was handed back already), or the run moved
         except Exception:
             log.exception("a run on the run loop failed")
         finally:
-            with self._lock:
-                self._tasks.discard(task)
-            self._places.release()
+            self._ended(turn)
+
+    def _ended(self, turn: Turn) -> None:
+        lane = turn.lane
+        with self._lock:
+            if turn.moved:
+                return  # its run goes on on another loop, in the same place
+            lane.turns.discard(turn)
+            done = lane.retired and not lane.turns
+            if done:
+                self._lanes.remove(lane)
+        self._places.release()
+        if done:  # the run that stalled this loop has ended: so does its thread
+            lane.cancel_all()
+            lane.stop_soon()
+
+    # -- stalls -----------------------------------------------------------------------------------
+    def _watch(self) -> None:
+        period = min(self.stall_s / 4, 0.1)
+        while not self._stopped:
+            time.sleep(period)
+            lane = self._lane
+            step = lane.step
+            if step is None:
+                continue
+            turn, since = step
+            held = time.monotonic() - since
+            # (A step of no run's is mcpq's own, which never blocks.)
+            if held >= self.stall_s and turn is not None and not turn.moved:
+                self._abandon(lane, turn, held)
+
+    def _abandon(self, lane: _Lane, culprit: Turn, held: float) -> None:
+        """``culprit``'s step has held ``lane`` for ``held`` seconds: leave the loop to it, and
+        move every other run on it to a new loop (see the module's doc)."""
+        where = _where(lane.thread.ident)
+        with self._lock:
+            if lane is not self._lane or self._stopped or culprit not in lane.turns:
+                return
+            fresh = self._new_lane()
+            self._lane = fresh
+            lane.retired = True
+            leaving = [turn for turn in lane.turns if turn is not culprit]
+            for turn in leaving:
+                turn.moved = True  # first: from now on none of their steps runs on ``lane``
+            lane.turns = {culprit}
+            moves = []
+            for turn in leaving:
+                follower = Turn(turn.run, fresh)
+                fresh.turns.add(follower)
+                moves.append((turn, follower))
+            first = culprit.run.tool not in self._blocking
+            self._blocking.add(culprit.run.tool)
+        if first:
+            log.warning(
+                "tool %s held the run loop for %.1f s (MCPQ_LOOP_STALL_S) at %s: it goes on "
+                "on that loop's thread, and its later runs here each get a thread; run a "
+                "blocking call with `await asyncio.to_thread(...)`",
+                culprit.run.tool,
+                held,
+                where,
+                extra={"tool": culprit.run.tool, "moved": len(moves)},
+            )
+        for old, new in moves:
+            try:
+                old.run.moved(old)
+            except Exception:
+                log.exception("a run moving off a stalled loop failed to let go of its turn")
+            self._begin(new)
+        with contextlib.suppress(RuntimeError):
+            lane.loop.call_soon_threadsafe(lane.cancel_moved)
+        log.info("%d runs moved off a stalled run loop", len(moves), extra={"moved": len(moves)})
 
     def stop(self, wait_s: float = 5.0) -> None:
-        """Cancel every run on the loop (their leases were handed back first) and stop it."""
-        if self._stopped:
-            return
-        self._stopped = True
-
-        def cancel_all() -> None:
-            for task in list(self._tasks):
-                task.cancel()
-
-        with contextlib.suppress(RuntimeError):  # the loop is gone already
-            self._loop.call_soon_threadsafe(cancel_all)
+        """Cancel every run on the loops (their leases were handed back first) and stop them."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            lanes = list(self._lanes)
+        for lane in lanes:
+            with contextlib.suppress(RuntimeError):  # the loop is gone already
+                lane.loop.call_soon_threadsafe(lane.cancel_all)
         deadline = time.monotonic() + wait_s
         while self.running and time.monotonic() < deadline:
             time.sleep(0.01)
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(wait_s)
+        for lane in lanes:
+            lane.stop_soon()
+        for lane in lanes:
+            lane.thread.join(max(deadline - time.monotonic(), 0.1))
+
+
+def _where(ident: int | None) -> str:
+    """Where the thread ``ident`` is: the tool's line and what it called (file names, lines
+    and functions only: never a value)."""
+    frame = sys._current_frames().get(ident) if ident is not None else None
+    stack: list[FrameType] = []
+    while frame is not None:
+        stack.append(frame)
+        frame = frame.f_back
+    stack.reverse()  # outermost first
+    # The task's coroutine is the frame after the step driver's: the tool, or what wraps it.
+    drivers = [i for i, f in enumerate(stack) if f.f_code is _Steps.__await__.__code__]
+    inner = stack[drivers[-1] + 1 :] if drivers else stack
+    if not inner:
+        return "an unknown place"
+    own = [f for f in inner if not _library(f.f_code.co_filename)] or inner[:1]
+    text = _frame(own[-1])
+    if inner[-1] is not own[-1]:
+        text += f" (inside {_frame(inner[-1])})"
+    return text
+
+
+#: mcpq's own run machinery (the context, the steps): never the line to name.
+_OURS = (Path(__file__).resolve().parent, Path(__file__).resolve().parent.parent / "shared")
+
+
+def _library(filename: str) -> bool:
+    if "site-packages" in filename or filename.startswith(sys.base_prefix):
+        return True
+    with contextlib.suppress(OSError):
+        return any(Path(filename).resolve().is_relative_to(ours) for ours in _OURS)
+    return False
+
+
+def _frame(frame: FrameType) -> str:
+    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} in {frame.f_code.co_name}"
 
 
 _loop: tuple[int, RunLoop] | None = None
 _made = threading.Lock()
 
 
-def run_loop(limit: int) -> RunLoop:
+def run_loop(limit: int, stall_s: float = DEFAULT_STALL_S) -> RunLoop:
     """This process's run loop, made at its first use (a forked process makes its own)."""
     global _loop
     with _made:
         if _loop is None or _loop[0] != os.getpid():
-            _loop = (os.getpid(), RunLoop(limit))
+            _loop = (os.getpid(), RunLoop(limit, stall_s))
         return _loop[1]
 
 

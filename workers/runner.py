@@ -107,7 +107,7 @@ def _run(
         message = f"Unknown tool on this worker: {record.tool}"
         store.finish(ref, gen, TaskStatus.FAILED, rpc_error(INTERNAL_ERROR, message), message)
         return RunOutcome.FAILED
-    if loop is not None and tool.is_async:
+    if loop is not None and tool.is_async and not loop.blocks(tool.name):
         # Its job ends now: nothing may let go of the job's slot later (another job's by then).
         control = replace(control, let_go=None)
         prepare = partial(_prepare, deps, ref, record, gen, tool, control, ending=ending)

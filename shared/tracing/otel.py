@@ -146,11 +146,13 @@ class On(Tracing):
             name, context=parent, kind=SpanKind.CONSUMER, attributes=dict(attributes),
             links=links,
         )  # fmt: skip
+        handle = _OtelSpan(span)
         try:
             with _current(span):
-                yield _OtelSpan(span)
+                yield handle
         finally:
-            span.end()
+            if not handle.kept:  # else the run, gone on to the run loop, ends it there
+                span.end()
 
     def run_span(
         self, name: str, attributes: Attributes, traceparent: str, link: str = ""

@@ -9,7 +9,11 @@ its loop:
 - a FastMCP tool's step, question and answer work on the loop (the step runs once);
 - the worker SIGKILLed with 40 runs on its loop: another worker runs every one of them again;
 - the worker stopped (SIGTERM, as Heroku stops it) hands its loop's runs back: another worker
-  takes them at once, well before their leases would lapse.
+  takes them at once, well before their leases would lapse;
+- a FastMCP tool that blocks the loop (a blocking call in an ``async def``) stalls no other run:
+  they move to a new loop (``MCPQ_LOOP_STALL_S``, 0.5 s here), a short tool and a cancel go
+  through while it blocks, a moved run's step is not run again, and the tool's next run gets a
+  thread.
 """
 
 from __future__ import annotations
@@ -38,7 +42,9 @@ LOOP = {"MCPQ_ASYNC_RUNS": "1000", "MCPQ_IO_CONCURRENCY": str(THREADS)}
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     tools = f"{DEFAULT_TOOLS},{MODULE},tests.brought.fastmcp_steps:mcp"
+    tools += ",tests.brought.fastmcp_blocking:mcp"
     env = {**FAST_KNOBS, **LOOP, "MCPQ_LEASE_S": "20"}  # a lapse would take 20 s: see below
+    env["MCPQ_LOOP_STALL_S"] = "0.5"
     running = LiveStack("runloop", tmp_path_factory.mktemp("runloop"), tools=tools, env=env)
     running.start(webs=1, workers=1, pool="io")
     yield running
@@ -115,6 +121,62 @@ def test_a_fastmcp_tool_asks_and_its_step_runs_once_on_the_loop(
         watch.wait_all("completed", timeout=30)
     assert text_of(watch.last[task_id]["result"]) == "ch-L-1-53 shipped"
     assert ledger.read_text() == "charged L-1\n"
+
+
+def cancelled_in_log(stack: LiveStack, task_id: str) -> bool:
+    ref = task_ref(task_id)
+    return any(
+        '"transition":"cancelled"' in line and ref[:12] in line
+        for line in stack.worker.log().splitlines()
+    )
+
+
+def test_a_tool_that_blocks_the_loop_stalls_no_other_run(stack: LiveStack, tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.txt"
+    with McpClient(stack.url(0)) as client:
+        waiting = create(client, 30, 120)
+        order = {"order_id": "B-1", "ledger": str(ledger)}
+        charge = client.create_task("charge_and_ship", order)["taskId"]
+        watch = TaskWatch(client)
+        watch.add([charge])
+        watch.wait_all("input_required", timeout=30)  # charged once, asking
+        wait_until(lambda: running(stack, waiting) == 30, timeout=60, message="30 running")
+        warned = stack.worker.log().count("held the run loop")
+        blocker = client.create_task("slow_report", {"seconds": 8})["taskId"]
+        wait_until(
+            lambda: stack.worker.log().count("held the run loop") > warned,
+            timeout=10,
+            message="the stall seen",
+        )
+        # While it blocks: a short tool completes, a cancel reaches its run, an answer is taken.
+        (short,) = create(client, 1, 0.3)
+        client.wait_for_status(short, "completed", timeout=5, interval=0.05)
+        client.cancel(waiting[0])
+        wait_until(lambda: cancelled_in_log(stack, waiting[0]), timeout=5, message="cancelled")
+        ((key, _),) = client.task(charge)["inputRequests"].items()
+        client.update(charge, {key: {"action": "accept", "content": {"ship": True}}})
+        client.wait_for_status(charge, "completed", timeout=5, interval=0.05)
+        assert client.task(blocker)["status"] == "working"  # all that, while it blocked
+        assert running(stack, waiting[1:]) == 29  # the moved runs are held, in their first run
+        done = client.wait_for_status(blocker, "completed", timeout=30, interval=0.1)
+        assert text_of(done["result"]) == "report ready"
+        # The tool and the line that blocked, named once; the moved run's step ran once.
+        warning = next(
+            line for line in stack.worker.log().splitlines() if "held the run loop" in line
+        )
+        assert "slow_report" in warning and "fastmcp_blocking.py" in warning
+        assert "in fetch_with_a_blocking_client" in warning
+        assert ledger.read_text() == "charged B-1\n"
+        # Its next run gets a thread: it blocks nobody, and nothing more is moved.
+        again = client.create_task("slow_report", {"seconds": 3})["taskId"]
+        wait_until(lambda: client.task(again)["status"] == "working", timeout=10)
+        (short,) = create(client, 1, 0.3)
+        client.wait_for_status(short, "completed", timeout=2.5, interval=0.05)
+        client.wait_for_status(again, "completed", timeout=30, interval=0.1)
+        assert stack.worker.log().count("held the run loop") == warned + 1
+        for task_id in waiting[1:]:
+            client.cancel(task_id)
+        wait_until(lambda: running(stack, waiting) == 0, timeout=60, message="all cancelled")
 
 
 def test_a_sigkilled_worker_s_loop_runs_all_run_again_elsewhere(stack: LiveStack) -> None:

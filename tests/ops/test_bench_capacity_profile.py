@@ -37,9 +37,11 @@ def loop(step):
 
 threading.Thread(target=loop, args=(in_a_thread,), daemon=True, name="worker-thread").start()
 if os.fork() == 0:
-    print("ready", flush=True)  # its after-fork work done: a signal from now on is seen
+    # (one write each: unbuffered, print writes the word and its newline apart, and the two
+    # processes' words could meet on one line)
+    os.write(1, b"ready\\n")  # its after-fork work done: a signal from now on is seen
     loop(in_the_child)
-print("ready", flush=True)
+os.write(1, b"ready\\n")
 loop(lambda: time.sleep(0.01))
 """
 
