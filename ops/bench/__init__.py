@@ -5,6 +5,11 @@ driven through ``mcpq.ops.harness.mcp_client.McpClient``.
 - ``python -m mcpq.ops.bench.throughput``: created/s, completed/s, end-to-end and ``tasks/get``
   latency, PSS of every server process and Redis commands per task, 1 and 20 clients.
 - ``python -m mcpq.ops.bench.pools``: throughput of a worker pool with one worker process, then two.
+- ``python -m mcpq.ops.bench.waiting_runs --runs N``: N runs waiting at once on one io worker
+  process (``async def`` tools awaiting a sleep, an answer or an HTTP call to a slow local server,
+  ``slow_http``; or a sync tool): how soon all run, the worker's PSS and threads, a short tool and
+  cancels beside them, the lease keeper's renewals as Redis sees them (``renewals``), and with
+  ``--kill`` the handover of every run to a new worker after a SIGKILL, none lost.
 - ``python -m mcpq.ops.bench.recovery --runs 5``: SIGKILL the worker running a task, N times; how
   long until another worker resumes it, and that nothing is lost or done twice.
 - ``python -m mcpq.ops.bench.soak --seconds N``: a deployment under mixed traffic on both wires

@@ -1,16 +1,23 @@
 """The tools of the benchmarks: the tool module their stacks load (``MCPQ_TOOLS=...``).
 
 Like any tool module it is imported by the web tier and the workers, so it imports only
-``shared`` and the standard library; the benchmark drivers (``pools``, ``recovery``,
-``answer_latency``, ``soak``, ``capacity``) import nothing from here but the tool names (and,
-for the soak, the expected result of its job: ``soak_result``).
+mcpq's public API, ``shared``, the standard library and httpx (a dependency of mcpq); the
+benchmark drivers (``pools``, ``recovery``, ``answer_latency``, ``soak``, ``capacity``,
+``waiting_runs``) import nothing from here but the tool names (and, for the soak, the expected
+result of its job: ``soak_result``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import os
+import ssl
 import time
+import weakref
+
+import httpx
 
 from mcpq import ToolContext, tool
 
@@ -19,6 +26,8 @@ BULK_QUEUE = "bulk"
 SLEEP = "bench_sleep"
 NOOP = "bench_noop"
 ASYNC_SLEEP = "bench_async_sleep"
+ASYNC_ANSWER = "bench_async_answer"
+ASYNC_HTTP = "bench_async_http"
 EFFECT = "bench_effect"
 ANSWER = "bench_answer"
 
@@ -33,11 +42,92 @@ def bench_noop() -> str:
 @tool(
     name=ASYNC_SLEEP,
     task="optional",
-    description="Benchmark: an async tool that awaits ctx.sleep(`seconds`).",
+    description="Benchmark: an async tool that awaits ctx.sleep(`seconds`, or until `until`).",
 )
-async def bench_async_sleep(ctx: ToolContext, seconds: float = 0.2) -> str:
-    await ctx.sleep(seconds)
+async def bench_async_sleep(ctx: ToolContext, seconds: float = 0.2, until: float = 0.0) -> str:
+    await ctx.sleep(_left(seconds, until))
     return "slept"
+
+
+def _left(seconds: float, until: float) -> float:
+    """``seconds``, or with ``until`` (a ``time.time()``) what is left until then: a run replayed
+    after its worker died waits only the rest."""
+    return max(until - time.time(), 0.0) if until else seconds
+
+
+@tool(
+    name=ASYNC_ANSWER,
+    task="optional",
+    description="Benchmark: an async tool that awaits an answer (ctx.elicit), then returns.",
+)
+async def bench_async_answer(ctx: ToolContext) -> dict[str, float]:
+    await ctx.elicit("Go on?", _SCHEMA)
+    return {"answered_at": time.time()}
+
+
+#: Requests one client carries at once; a loop opens another client when all of its carry that
+#: many. Not one client for all: httpx's pool (httpcore 1.0) looks through all of its requests
+#: and connections each time one is sent or ends, which grows as the square of the requests it
+#: holds (measured on a bare event loop sending 10,000 GETs that a slow server held: the loop's
+#: longest stall was 6.5 s through one client, 0.3 s through clients of 256 each; the worker's
+#: run loop takes a stall of 1 s for a blocking tool, MCPQ_LOOP_STALL_S).
+_PER_CLIENT = 256
+
+
+class _Client:
+    def __init__(self) -> None:
+        # No cap on connections (httpx's 100 would queue the rest and fail them after its 5 s
+        # pool timeout); one SSL context for every client.
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=16)
+        self.http = httpx.AsyncClient(verify=_tls(), limits=limits)
+        self.busy = 0
+
+
+#: The HTTP clients of each event loop that runs these tools: the worker's run loop (one for all
+#: its runs) or, with the run loop off, each run's own loop. A client's connections belong to the
+#: loop they were opened on, so a client is never shared across loops; keyed weakly, a per-run
+#: loop's clients go when its loop does (their idle sockets closed by their finalizers).
+#: Not a client per run: each would load the CA bundle into an SSL context of its own, about
+#: 0.8 MiB and 18 ms of CPU (httpx 0.28 here), 8 GiB for 10,000 waiting runs.
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[_Client]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    return httpx.create_ssl_context()
+
+
+def _http_client() -> _Client:
+    """A client of the running loop that carries fewer than ``_PER_CLIENT`` requests."""
+    loop = asyncio.get_running_loop()
+    mine = _clients.setdefault(loop, [])
+    for client in mine:
+        if client.busy < _PER_CLIENT:
+            return client
+    mine.append(client := _Client())
+    return client
+
+
+@tool(
+    name=ASYNC_HTTP,
+    task="optional",
+    description="Benchmark: an async tool that awaits GET `url`?seconds=S from a slow server "
+    "(S: `seconds`, or what is left until `until`).",
+)
+async def bench_async_http(url: str, seconds: float = 0.2, until: float = 0.0) -> str:
+    seconds = _left(seconds, until)
+    # The server answers after `seconds`: the read timeout covers that, and more.
+    timeout = httpx.Timeout(10.0, read=seconds + 30.0)
+    client = _http_client()
+    client.busy += 1  # (only this loop's coroutines count: no lock)
+    try:
+        reply = await client.http.get(url, params={"seconds": seconds}, timeout=timeout)
+    finally:
+        client.busy -= 1
+    reply.raise_for_status()
+    return "fetched"
 
 
 @tool(

@@ -20,10 +20,19 @@ Http = httpx.AsyncClient | RawClient  # the benchmark's own client, or httpx whe
 class Load:
     """One client's MCP calls, and how many of them failed."""
 
-    def __init__(self, url: str, tool: str = TOOL, arguments: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        tool: str = TOOL,
+        arguments: dict[str, Any] | None = None,
+        capabilities: dict[str, Any] | None = None,
+    ) -> None:
         self.url = url
         #: The tool each create calls, and its arguments (``slow_compute seconds=0`` unless told).
         self.tool, self.arguments = tool, ARGS if arguments is None else arguments
+        #: The client capabilities each request declares: the Tasks extension, and
+        #: ``capabilities`` (``{"elicitation": {"form": {}}}``: a tool that asks may be created).
+        self.capabilities = {"extensions": {TASKS_EXTENSION: {}}, **(capabilities or {})}
         self.failures = 0
         self._ids = 0
 
@@ -33,7 +42,7 @@ class Load:
         self._ids += 1
         meta = {
             "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-            "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
+            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
         }
         body = {"jsonrpc": "2.0", "id": self._ids, "method": method}
         body["params"] = {**params, "_meta": meta}

@@ -21,9 +21,11 @@ so that the generator is not what limits the rates. Measures, in one run:
   included, and those clients sent) for ``--tasks`` tasks created, run and polled to the end,
   one at a time;
 - **waiting runs** on one io worker process (``--waiting``, 1000: a sync tool in ``ctx.sleep``;
-  ``--waiting-async``: an ``async def`` tool awaiting ``ctx.sleep``, ``bench_async_sleep``):
-  how long until all run, a 0.3 s tool beside them, cancels of 20 of them, the worker's PSS
-  and threads, Redis's clients.
+  ``--waiting-async``: an ``async def`` tool awaiting ``ctx.sleep``, ``bench_async_sleep``, with
+  ``--run-loop`` on the worker's run loop): how long until all run, a 0.3 s tool beside them,
+  cancels of 20 of them, the worker's PSS and threads, Redis's clients. These are
+  ``mcpq.ops.bench.waiting_runs``'s phases (which also waits on answers and HTTP, measures the
+  lease renewals and kills the worker).
 
 ``--peer`` measures fastmcp-tasks 4.1.4 in the same run (FastMCP on Docket/Redis, the best
 operational peer; installed into a cached venv, ``.cache/peer-venv``): the same no-op tool, its
@@ -42,33 +44,23 @@ only: every phase completes, nothing fails).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
-import httpx
 import redis
 
-from mcpq.ops.bench import bench_tools
-from mcpq.ops.bench.bench_tools import ASYNC_SLEEP
 from mcpq.ops.bench.builds import Build, FolderStack
-from mcpq.ops.bench.capacity_stacks import create_many
-from mcpq.ops.bench.load import TOOL, Load
 from mcpq.ops.bench.loadgen import Result, Target, measure
-from mcpq.ops.bench.memory import process_tree, pss_mib
 from mcpq.ops.bench.peer import PEER_VENV, PEER_VERSION, peer_target
-from mcpq.ops.bench.rawhttp import RawClient
+from mcpq.ops.bench.waiting_runs import waiting
 from mcpq.ops.harness.stack import Stack
 from mcpq.ops.runtime.processes import wait_until
-from mcpq.shared.logs import task_hash
 from mcpq.shared.settings import DEFAULT_TOOLS
 from mcpq.shared.store import Keys, task_ref
 
@@ -115,121 +107,6 @@ def _run_ms(admin: redis.Redis, keys: Keys, ids: list[str]) -> float | None:
     return sum(took) / len(took) if took else None
 
 
-@dataclass
-class Waiting:
-    runs: int
-    running_after_s: float
-    short_tool_s: float
-    cancel_max_s: float
-    worker_pss_mib: float
-    redis_clients: int
-    #: The tool that waits: ``slow_compute`` (a sync tool) or ``bench_async_sleep`` (async).
-    tool: str = TOOL
-    #: The worker process's threads while they all wait (``/proc/<pid>/status``).
-    worker_threads: int = 0
-    #: The runs waited on the worker's run loop (``MCPQ_ASYNC_RUNS``), not a thread each.
-    run_loop: bool = False
-
-    def render(self) -> str:
-        kind = "async def, await ctx.sleep" if self.tool == ASYNC_SLEEP else "ctx.sleep"
-        kind += ", on the run loop" if self.run_loop else ""
-        return "\n".join(
-            [
-                f"{self.runs} waiting runs ({kind}) on one io worker process",
-                f"  all running after         {self.running_after_s:9.2f} s",
-                f"  a 0.3 s tool alongside    {self.short_tool_s:9.2f} s",
-                f"  cancel -> run ended, max  {self.cancel_max_s:9.2f} s (of 20)",
-                f"  worker PSS                {self.worker_pss_mib:9.1f} MiB",
-                f"  worker threads            {self.worker_threads:9d}",
-                f"  Redis clients             {self.redis_clients:9d}",
-            ]
-        )
-
-
-def waiting(runs: int, workdir: Path, tool: str = TOOL, run_loop: bool = False) -> Waiting:
-    """``runs`` tools waiting at once in one io worker process (threads), a short tool beside
-    them, and cancels of some of them; ``tool``: ``slow_compute`` (sync) or
-    ``bench_async_sleep`` (``async def``); ``run_loop``: an async tool's runs wait on the
-    worker's run loop (``MCPQ_ASYNC_RUNS``), its pool at its default threads."""
-    stack = Stack("waiting", workdir, tools=f"{DEFAULT_TOOLS},{bench_tools.MODULE}")
-    try:
-        stack.start_redis()
-        stack.start_web()
-        if run_loop:
-            loop = {"MCPQ_ASYNC_RUNS": str(runs + 100)}
-            worker = stack.spawn_pool("mcpq", "waiting", concurrency=None, **loop)
-        else:
-            worker = stack.spawn_pool("mcpq", "waiting", concurrency=runs + 100)
-        wait_until(lambda: stack.stats().workers, timeout=60, interval=0.2, message="a worker")
-        admin = redis.Redis.from_url(stack.redis_url, decode_responses=True)
-        load = Load(stack.url(), tool)
-        ids, started_s, short_s = asyncio.run(_wait_many(load, runs, admin, Keys()))
-        threads = _threads(process_tree(worker.popen.pid))
-        cancels = asyncio.run(_cancel_some(load, ids[:20], worker))
-        pss = pss_mib(process_tree(worker.popen.pid))
-        clients = int(admin.info("clients")["connected_clients"])
-    finally:
-        stack.close()
-    return Waiting(runs, started_s, short_s, max(cancels), pss, clients, tool, threads, run_loop)
-
-
-def _threads(pids: list[int]) -> int:
-    """The threads of processes ``pids``, together."""
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            status = Path(f"/proc/{pid}/status").read_text()
-            total += int(status.split("Threads:")[1].split()[0])
-    return total
-
-
-def _running(admin: redis.Redis, keys: Keys, ids: list[str]) -> int:
-    """How many of the tasks ``ids`` a run holds (a lease set by its claim)."""
-    pipe = admin.pipeline(transaction=False)
-    for task_id in ids:
-        pipe.hget(keys.task(task_ref(task_id)), "lease")
-    return sum(1 for lease in pipe.execute() if lease and int(lease) > 0)
-
-
-async def _wait_many(
-    load: Load, runs: int, admin: redis.Redis, keys: Keys
-) -> tuple[list[str], float, float]:
-    """``runs`` tasks created (by 16 clients on keep-alive connections, the load generator's
-    own: an httpx client would be what limits the rate) and then held by a run each; the
-    seconds from the first create until all are held, and the seconds a 0.3 s task created
-    then took to complete."""
-    started = time.monotonic()
-    ids = await create_many(load, runs, 16, {"seconds": 120})
-    while _running(admin, keys, ids) < runs and time.monotonic() - started < 300:
-        await asyncio.sleep(0.1)
-    running_after = time.monotonic() - started
-    sent = time.monotonic()
-    async with RawClient(load.url) as http:
-        params = {"name": load.tool, "arguments": {"seconds": 0.3}}
-        short = await load.call(http, "tools/call", params, load.tool)
-        if short is not None:
-            await load.until_done(http, str(short["taskId"]), 0.01)
-    return ids, running_after, time.monotonic() - sent
-
-
-async def _cancel_some(load: Load, ids: list[str], worker: Any) -> list[float]:
-    """Cancel each; how long until the worker logged the end of its run."""
-    took = []
-    async with httpx.AsyncClient(timeout=30) as http:
-        for task_id in ids:
-            needle = f'"task":"{task_hash(task_ref(task_id))}"'
-            sent = time.monotonic()
-            await load.call(http, "tasks/cancel", {"taskId": task_id}, task_id)
-            while time.monotonic() - sent < 10:
-                if any(
-                    needle in line and '"cancelled"' in line for line in worker.log().splitlines()
-                ):
-                    break
-                await asyncio.sleep(0.01)
-            took.append(time.monotonic() - sent)
-    return took
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m mcpq.ops.bench.throughput", description=__doc__
@@ -267,11 +144,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 targets.append(up.enter_context(peer_target(workdir / "peer")))
             results = measure(targets, args.clients, args.seconds, args.tasks, args.procs)
         result, peer = results[0], (results[1] if args.peer else None)
-        waited = waiting(args.waiting, workdir / "waiting") if args.waiting else None
+        waited = waiting(args.waiting, workdir / "waiting", "sync") if args.waiting else None
         awaited = None
         if args.waiting_async:
             where = workdir / "waiting-async"
-            awaited = waiting(args.waiting_async, where, ASYNC_SLEEP, args.run_loop)
+            awaited = waiting(args.waiting_async, where, "sleep", run_loop=args.run_loop)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     if args.json:
