@@ -108,14 +108,15 @@ class _Steps:
 
     def __await__(self) -> Generator[Any, Any, Any]:
         coro, lane, turn = self._coro, self._lane, self._turn
+        clock = lane.clock
         value: Any = None
         error: BaseException | None = None
         while True:
             if turn is not None and turn.moved and not isinstance(error, asyncio.CancelledError):
                 error, value = asyncio.CancelledError(), None
             # One attribute written, never a lock: only this loop's thread runs its steps, and
-            # the watcher reads the pair whole (a tuple is replaced, not changed).
-            lane.step = (turn, time.monotonic())
+            # the watcher reads the tuple whole (it is replaced, not changed).
+            lane.step = (turn, time.monotonic(), clock.starved)
             try:
                 yielded = coro.send(value) if error is None else coro.throw(error)
             except StopIteration as stop:
@@ -137,16 +138,32 @@ async def _stepped(coro: Coroutine[Any, Any, Any], lane: _Lane, turn: Turn | Non
     return await _Steps(coro, lane, turn)
 
 
+class _Clock:
+    """How long this process's threads could not run at all (a garbage collection, a storm of
+    threads fighting for the GIL), as the watcher sees it: its own sleeps overrun by that much.
+
+    NOTE: a step's time on the loop counts against it only outside such stretches. A step that
+    blocks in a call (a sleep, a socket) lets the GIL go, so the watcher wakes on time and the
+    whole wait counts; a step that was merely not given the GIL (or paused by a collection of
+    10,000 runs' objects) is no blocking call, and moving every run for it would be a false
+    alarm (one was seen at 10,000 runs in HTTP calls, inside the loop's own selector)."""
+
+    def __init__(self) -> None:
+        self.starved = 0.0
+
+
 class _Lane:
     """One event loop on a thread of its own."""
 
-    def __init__(self, number: int) -> None:
+    def __init__(self, number: int, clock: _Clock) -> None:
+        self.clock = clock
         self.loop = asyncio.new_event_loop()
         self.loop.set_task_factory(self._task)  # type: ignore[arg-type]
         #: The turns on this loop (the run loop's lock).
         self.turns: set[Turn] = set()
-        #: The step running now, with the time it began (written by this loop's thread only).
-        self.step: tuple[Turn | None, float] | None = None
+        #: The step running now, the time it began and the process's starved time then (written
+        #: by this loop's thread only).
+        self.step: tuple[Turn | None, float, float] | None = None
         #: Left to the run that stalled it: it takes no new turn, and stops when that run ends.
         self.retired = False
         self._owners: weakref.WeakKeyDictionary[asyncio.Task[Any], Turn | None] = (
@@ -201,6 +218,7 @@ class RunLoop:
         self._places = threading.BoundedSemaphore(limit)
         self._lock = threading.Lock()
         self._made = 0
+        self._clock = _Clock()
         self._lanes: list[_Lane] = []
         self._lane = self._new_lane()
         self._blocking: set[str] = set()
@@ -210,7 +228,7 @@ class RunLoop:
 
     def _new_lane(self) -> _Lane:
         self._made += 1
-        lane = _Lane(self._made)
+        lane = _Lane(self._made, self._clock)
         self._lanes.append(lane)
         return lane
 
@@ -294,14 +312,20 @@ class RunLoop:
     # -- stalls -----------------------------------------------------------------------------------
     def _watch(self) -> None:
         period = min(self.stall_s / 4, 0.1)
+        clock = self._clock
         while not self._stopped:
+            slept = time.monotonic()
             time.sleep(period)
+            now = time.monotonic()
+            late = now - slept - period
+            if late > 0.005:  # (a sleep overruns by a little anyway)
+                clock.starved += late
             lane = self._lane
             step = lane.step
             if step is None:
                 continue
-            turn, since = step
-            held = time.monotonic() - since
+            turn, since, starved = step
+            held = now - since - (clock.starved - starved)  # see _Clock
             # (A step of no run's is mcpq's own, which never blocks.)
             if held >= self.stall_s and turn is not None and not turn.moved:
                 self._abandon(lane, turn, held)

@@ -236,3 +236,30 @@ def test_a_busy_loop_is_no_stall() -> None:
         assert loop.loops == 1 and not loop.blocks("t")
     finally:
         loop.stop()
+
+
+def test_a_process_starved_of_the_gil_is_no_stall() -> None:
+    """A step that waited for the GIL (another thread held it, as a garbage collection of many
+    runs' objects does) did not block the loop itself: nobody moves."""
+    loop = RunLoop(limit=10, stall_s=0.3)
+    stop = threading.Event()
+    steps = [0]
+
+    async def stepping(_: int) -> None:
+        while not stop.is_set():
+            time.sleep(0.001)  # lets the GIL go, and must get it back to end the step
+            steps[0] += 1
+            await asyncio.sleep(0)
+
+    try:
+        loop.start(Run(stepping))
+        assert until(lambda: steps[0] > 50)
+        started = time.monotonic()
+        sum(range(100_000_000))  # C code that keeps the GIL throughout: seconds of it
+        held = time.monotonic() - started
+        assert held > 0.6, held  # (well past the limit: else the test shows nothing)
+        time.sleep(0.5)
+        assert loop.loops == 1 and not loop.blocks("t")
+    finally:
+        stop.set()
+        loop.stop()
