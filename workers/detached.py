@@ -94,11 +94,22 @@ class DetachedRun:
             self._trace = first.ctx.trace  # the run span's: a later turn is prepared inside it
             # Its lease, renewed from now on by the process's keeper (one round trip for all).
             self._next: _Held | None = _Held(deps, first)
+            self._current = self._next
+            # Subscribed now, not at the tool's first wait: a cancel reaches a run that awaits
+            # anything (an HTTP call) at once, through a renewal of its lease out of turn.
+            self._watch.on_change = self._changed
+            self._watch.subscribe()
         except BaseException:
             self._across.close()
             raise
         self._turns: dict[Turn, _Held] = {}
         self._lock = threading.Lock()
+
+    def _changed(self) -> None:
+        """(On the wake-up listener's thread.) The task changed: an answer, or a cancel."""
+        held = self._current
+        if held is not None:
+            self._deps.leases.soon(held.prepared.kept)
 
     def close(self) -> None:
         """The run never reached the loop."""
@@ -116,6 +127,7 @@ class DetachedRun:
                 held = _Held(self._deps, self._prepare(watch=self._watch))
         with self._lock:
             self._turns[turn] = held
+        self._current = held
         return held
 
     def moved(self, turn: Turn) -> None:
@@ -124,8 +136,8 @@ class DetachedRun:
         if held is not None:
             # The old turn's context now says the run was taken over, should a call it made to a
             # thread still be running: the new turn asks, steps and waits again itself.
-            held.prepared.ctx.interrupt(Reply.SUPERSEDED)
             held.release(completed=False)
+            held.prepared.ctx.interrupt(Reply.SUPERSEDED)
 
     async def turn(self, turn: Turn) -> None:
         held = self._held_for(turn)

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 from mcpq.shared.errors import StoreUnavailable
 from mcpq.shared.logs import task_hash
@@ -70,6 +71,9 @@ class LeaseKeeper:
         self._grace_s = grace_s
         self._lock = threading.Lock()
         self._runs: set[KeptRun] = set()
+        #: Runs to renew before the next round (:meth:`soon`), and what wakes the keeper for them.
+        self._urgent: set[KeptRun] = set()
+        self._soon = threading.Event()
         self._thread: threading.Thread | None = None
 
     @contextmanager
@@ -113,15 +117,39 @@ class LeaseKeeper:
         with self._lock:
             self._runs.discard(run)
 
+    def soon(self, run: KeptRun) -> None:
+        """Renew ``run`` now, out of turn, alone (one short round trip): its task changed, and
+        if it was cancelled, the run learns it at once, wherever it waits. (A run on the run
+        loop that awaits anything but its context, an HTTP call, hears of a cancel only so or
+        from the next round, which at 10,000 runs comes every 0.8 s or so.)"""
+        with self._lock:
+            if run not in self._runs:
+                return
+            self._urgent.add(run)
+        self._soon.set()
+
     def _loop(self) -> None:
+        last = time.monotonic()
         while True:
             with self._lock:
                 pending = any(run.cancelled_at is not None for run in self._runs)
-            time.sleep(0.25 if pending else self._interval)
-            try:
-                self.tick()
-            except Exception:  # never let the keeper die: the next tick may pass
-                log.warning("lease keeper tick failed", exc_info=True)
+            period = 0.25 if pending else self._interval
+            if self._soon.wait(max(last + period - time.monotonic(), 0.0)):
+                self._soon.clear()
+                with self._lock:
+                    urgent, self._urgent = self._urgent & self._runs, set()
+                if urgent and time.monotonic() < last + period:
+                    self._safely(partial(self._renew, list(urgent)))
+                    continue
+            last = time.monotonic()
+            self._safely(self.tick)
+
+    @staticmethod
+    def _safely(call: Callable[[], None]) -> None:
+        try:
+            call()
+        except Exception:  # never let the keeper die: the next tick may pass
+            log.warning("lease keeper tick failed", exc_info=True)
 
     def tick(self) -> None:
         """One round: stalled runs are stopped, the others renewed in one round trip."""
@@ -133,6 +161,9 @@ class LeaseKeeper:
                 self._stop_stalled(run)
             else:
                 live.append(run)
+        self._renew(live)
+
+    def _renew(self, live: list[KeptRun]) -> None:
         if not live:
             return
         try:

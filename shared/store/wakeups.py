@@ -45,6 +45,9 @@ class Watch:
         #: Called (on the notifying thread) after every :meth:`notify`: how a run that waits on
         #: an event loop, not a thread, learns of it (``mcpq.workers.async_context``).
         self.on_notify: Callable[[], None] | None = None
+        #: Called after ``on_notify``, whatever the run waits on: how a run on the run loop
+        #: that awaits something else (an HTTP call) hears of its cancel at once.
+        self.on_change: Callable[[], None] | None = None
 
     def notify(self) -> None:
         """The task changed (an answer, a cancel), or the run was interrupted: wake the run."""
@@ -52,13 +55,20 @@ class Watch:
         listener = self.on_notify
         if listener is not None:
             listener()
+        changed = self.on_change
+        if changed is not None:
+            changed()
+
+    def subscribe(self) -> None:
+        """Subscribe (the first time), without waiting for the confirmation."""
+        if not self.subscribed:
+            self._hub.subscribe(self)
+            self.subscribed = True
 
     def ready(self, timeout_s: float = 2.0) -> bool:
         """Subscribe (the first time), and wait until the subscription is confirmed: changes
         after this wake the run. Call it before reading the state to wait on."""
-        if not self.subscribed:
-            self._hub.subscribe(self)
-            self.subscribed = True
+        self.subscribe()
         return self._hub.confirmed(self.channel, timeout_s)
 
     def wait(self, timeout_s: float) -> bool:
