@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from celery import Celery
 
@@ -24,6 +25,9 @@ from mcpq.shared.settings import Settings
 from mcpq.shared.store import Due, Reply, TaskStatus, TaskStore, open_store
 
 log = logging.getLogger("mcpq.sweeper")
+
+#: Runs re-sent per sweep, at most (each sweep holds the deployment-wide lock briefly).
+BATCH = 100
 
 
 def poisoned_message(tool: str, max_runs: int) -> str:
@@ -59,7 +63,7 @@ def sweep_once(app: Celery, store: TaskStore, settings: Settings) -> int:
         # sweep.lua re-arms each due task on the unclaimed list before we publish, so a
         # message lost here (broker down, this process killed) is found again next time.
         due = store.sweep(
-            int(settings.unclaimed_after_s * 1000), lease_ms=int(settings.lease_s * 1000)
+            int(settings.unclaimed_after_s * 1000), BATCH, lease_ms=int(settings.lease_s * 1000)
         )
         for item in due:
             if item.poisoned:
@@ -78,12 +82,27 @@ def sweep_once(app: Celery, store: TaskStore, settings: Settings) -> int:
     return sent
 
 
+def sweep_due(app: Celery, store: TaskStore, settings: Settings, stop: threading.Event) -> int:
+    """Sweeps one after another while each finds a full batch, for a few intervals at most;
+    returns how many runs were sent again.
+
+    NOTE: a lost worker may have held 10,000 runs on its run loop; at one batch per interval
+    they would wait four minutes to be sent again. Back to back, they go at the broker's pace,
+    the lock still taken and let go for each batch, so another worker's sweep may interleave."""
+    budget = time.monotonic() + max(settings.sweep_interval_s, 1.0) * 5
+    sent = total = sweep_once(app, store, settings)
+    while sent >= BATCH and time.monotonic() < budget and not stop.is_set():
+        sent = sweep_once(app, store, settings)
+        total += sent
+    return total
+
+
 def _loop(app: Celery, settings: Settings, node: str, stop: threading.Event) -> None:
     store = open_store(settings)
     while True:
         try:
             store.beat_worker(node)
-            sweep_once(app, store, settings)
+            sweep_due(app, store, settings, stop)
         except StoreUnavailable:
             log.warning("sweep failed: task store unavailable")
         except Exception as exc:  # e.g. the broker is down: this thread must outlive it

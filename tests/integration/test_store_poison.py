@@ -10,13 +10,14 @@ re-sent because no worker started them are not lost runs.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
 from mcpq.shared.settings import Settings
 from mcpq.shared.store import Claim, Due, Renewal, Reply, TaskStatus
-from mcpq.workers.sweeper import poisoned_message, sweep_once
+from mcpq.workers.sweeper import poisoned_message, sweep_due, sweep_once
 from tests.integration.conftest import RedisClock, TaskFactory, stats_hash
 from tests.support.white_box import WhiteBoxStore, field, heard, in_index
 
@@ -221,3 +222,29 @@ def test_a_run_counted_lost_that_renews_after_all_withdraws_its_loss(
     assert field(store, ref, "lost") == "0"
     assert store.renew(ref, paused, LEASE_MS).reply is Reply.SUPERSEDED
     assert field(store, ref, "lost") == "0", "withdrawn once"
+
+
+class Sent:
+    """Stands in for the Celery app: records the runs a sweep sends."""
+
+    def __init__(self) -> None:
+        self.refs: list[str] = []
+
+    def send_task(self, name: str, args: list[str], **options: object) -> None:
+        self.refs.append(args[0])
+
+
+def test_a_lost_worker_s_thousands_of_runs_are_sent_again_in_one_go(
+    store: WhiteBoxStore, tasks: TaskFactory, clock: RedisClock
+) -> None:
+    """Sweeps follow one another while each finds a full batch: 250 lapsed runs (a worker's run
+    loop holds thousands) are all sent again at once, not a batch per sweep interval."""
+    refs = [tasks.new() for _ in range(250)]
+    for ref in refs:
+        assert store.claim(ref, LEASE_MS).reply is Reply.OK
+    clock.wait_past(max(int(field(store, ref, "lease") or 0) for ref in refs))
+    settings = Settings(sweep_interval_s=2.0, unclaimed_after_s=60.0)
+    app = Sent()
+    assert sweep_due(app, store, settings, threading.Event()) == 250  # type: ignore[arg-type]
+    assert sorted(app.refs) == sorted(refs)
+    assert sweep_due(app, store, settings, threading.Event()) == 0  # type: ignore[arg-type]
