@@ -11,9 +11,10 @@ Two windows, one after the other, on a Redis that only this stack uses:
   script registry, ``mcpq.shared.store.scripts``), by Redis's own clock and the client
   connection it came on. The keeper renews all its runs in one pipeline, then sleeps a period,
   so its renewals come in bursts apart by at least a period: a burst is one renewal round. Its
-  runs are the burst's scripts (each names its task's ref), its round trips the connections
-  they came on (a pipeline is one connection's). The first burst is left out (it may have begun
-  before MONITOR did), and so is the last if it may have gone on after the window.
+  runs are the refs its scripts name (a call renews up to ``RENEW_CHUNK`` runs of one shard),
+  its round trips the connections they came on (a pipeline is one connection's). The first
+  burst is left out (it may have begun before MONITOR did), and so is the last if it may have
+  gone on after the window.
 """
 
 from __future__ import annotations
@@ -59,12 +60,16 @@ class Renewals:
     #: Median span of a round on Redis, its first renewal to its last (slowed by MONITOR).
     span_ms: float
     #: EVALSHA's mean time in Redis over the first window (commandstats), and that times the
-    #: runs of a round: what one renewal round costs Redis.
+    #: renew scripts of a round: what one renewal round costs Redis.
     script_us: float
     redis_ms_per_round: float
     #: Other scripts in the MONITOR window, beside the renewals counted.
     other_scripts: int
+    #: Runs renewed in the MONITOR window, and the renew scripts that did it.
     renew_scripts: int
+    renew_calls: int = 0
+    #: Renew scripts per round (one per shard and chunk of runs), the median.
+    calls_per_round: float = 0.0
 
     def render(self) -> str:
         runs = f"{self.runs_min}" if self.runs_min == self.runs_max else f"{self.runs_min}-"
@@ -77,12 +82,12 @@ class Renewals:
                 f"    renewals per period       {self.per_period:9.2f}"
                 f" ({self.per_period_unmonitored:.2f} without MONITOR)",
                 f"    round trips per renewal   {self.round_trips:9d}",
-                f"    runs per renewal          {runs:>9}",
+                f"    runs per renewal          {runs:>9} ({self.calls_per_round:g} script calls)",
                 f"    round on Redis, median    {self.span_ms:9.1f} ms (first -> last, MONITOR on)",
                 f"    Redis time per renewal    {self.redis_ms_per_round:9.1f} ms"
                 f" ({self.script_us:.1f} us per script, commandstats)",
                 f"    other scripts in window   {self.other_scripts:9d}"
-                f" (renewals: {self.renew_scripts})",
+                f" (runs renewed: {self.renew_scripts}, in {self.renew_calls} calls)",
             ]
         )
 
@@ -104,7 +109,7 @@ def measure(redis_url: str, period_s: float, window_s: float) -> Renewals:
         # (Every EVALSHA, renewals or not: MONITOR's window counts the others.)
         usec = int(after.get("usec", 0)) - int(before.get("usec", 0))
         script_us = usec / calls if calls else 0.0
-        renewals, others, end = _monitor(redis_url, sha, window_s)
+        renewals, calls_seen, others, end = _monitor(redis_url, sha, window_s)
     rounds = _rounds(renewals, gap=period_s / 2)
     if rounds and rounds[-1][-1][0] > end - period_s / 2:
         rounds.pop()  # it may have gone on after the window
@@ -113,9 +118,13 @@ def measure(redis_url: str, period_s: float, window_s: float) -> Renewals:
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     every = statistics.mean(gaps) if gaps else 0.0
     runs = [len({ref for _, _, ref in burst}) for burst in rounds] or [0]
+    per_round = [
+        len([at for at in calls_seen if burst[0][0] <= at <= burst[-1][0]]) for burst in rounds
+    ] or [0]
+    scripts_per_round = statistics.median(per_round)
     # The first window's rounds: its scripts, less the share MONITOR saw were not renewals.
-    renew_share = len(renewals) / (len(renewals) + others) if renewals else 0.0
-    rounds_unmonitored = calls * renew_share / statistics.median(runs) if max(runs) else 0.0
+    renew_share = len(calls_seen) / (len(calls_seen) + others) if calls_seen else 0.0
+    rounds_unmonitored = calls * renew_share / scripts_per_round if scripts_per_round else 0.0
     return Renewals(
         period_s=period_s,
         window_s=window_s,
@@ -128,9 +137,11 @@ def measure(redis_url: str, period_s: float, window_s: float) -> Renewals:
         runs_max=max(runs),
         span_ms=statistics.median([(b[-1][0] - b[0][0]) * 1000 for b in rounds] or [0.0]),
         script_us=script_us,
-        redis_ms_per_round=script_us * statistics.median(runs) / 1000,
+        redis_ms_per_round=script_us * scripts_per_round / 1000,
         other_scripts=others,
         renew_scripts=len(renewals),
+        renew_calls=len(calls_seen),
+        calls_per_round=scripts_per_round,
     )
 
 
@@ -148,13 +159,17 @@ def _rounds(renewals: list[Renewal], gap: float) -> list[list[Renewal]]:
     return rounds
 
 
-def _monitor(redis_url: str, sha: str, window_s: float) -> tuple[list[Renewal], int, float]:
-    """MONITOR for ``window_s`` by Redis's clock: the renewals, the count of other EVALSHAs, and
-    the window's end (Redis's clock). Read on a plain socket, only EVALSHA lines parsed: the
+def _monitor(
+    redis_url: str, sha: str, window_s: float
+) -> tuple[list[Renewal], list[float], int, float]:
+    """MONITOR for ``window_s`` by Redis's clock: the renewals (one per run), the times of the
+    renew scripts that made them, the count of other EVALSHAs, and the window's end (Redis's
+    clock). Read on a plain socket, only EVALSHA lines parsed: the
     scripts' own commands (``[0 lua]`` lines) are most of what MONITOR sends."""
     parts = urlsplit(redis_url)
     renew = sha.encode()
     renewals: list[Renewal] = []
+    calls: list[float] = []
     others = 0
     with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379)) as sock:
         sock.sendall(b"MONITOR\r\n")
@@ -188,12 +203,17 @@ def _monitor(redis_url: str, sha: str, window_s: float) -> tuple[list[Renewal], 
                 if found.group(3) != renew:
                     others += 1
                     continue
-                # renew: 2 keys, then ARGV[1], the ref (``run_calls.renew``).
+                # renew: numkeys, the keys, then the lease, the peers, each run's ref and gen,
+                # and the clock last (``run_calls.renew_shard``).
                 args = _ARG.findall(found.group(4))
-                renewals.append((at, found.group(2), args[3] if len(args) > 3 else b""))
+                numkeys = int(args[0]) if args else 0
+                argv = args[1 + numkeys :]
+                calls.append(at)
+                for ref in argv[2:-1:2]:
+                    renewals.append((at, found.group(2), ref))
             if lines:
                 tail = lines[lines.rfind(b"\n", 0, len(lines) - 2) + 1 :]
                 if tail.startswith(b"+"):
                     with contextlib.suppress(ValueError):
                         last = max(last, float(tail[1:].split(b" ", 1)[0]))
-    return renewals, others, end
+    return renewals, calls, others, end

@@ -108,11 +108,28 @@ def _parse_renewal(reply: list[Any]) -> Renewal:
     return Renewal(reply_code(reply), TaskStatus(reply[1]) if len(reply) > 1 else None)
 
 
+#: Runs renewed in one call of the script at most: 10,000 at once would hold Redis for tens of
+#: milliseconds; a round sends its calls in one pipeline anyway.
+RENEW_CHUNK = 500
+
+
 def renew(k: Keys, ref: str, gen: int, lease_ms: int, peers: int = 0) -> ScriptCall[Renewal]:
     """``peers``: the other runs the renewing process holds (what a lapse of this lease would
     say about the tool: ``judge_loss`` in ``_prelude.lua``)."""
-    keys = [k.task(ref), k.at(ref).unclaimed]  # the due index: leases and start-by deadlines
-    return ScriptCall("renew", keys, [ref, gen, lease_ms, peers], _parse_renewal)
+    one = renew_shard(k, [(ref, gen)], lease_ms, peers)
+    return ScriptCall(one.script, one.keys, one.args, lambda reply: _parse_renewal(reply[0]))
+
+
+def renew_shard(
+    k: Keys, runs: Sequence[tuple[str, int]], lease_ms: int, peers: int = 0
+) -> ScriptCall[list[Renewal]]:
+    """Many runs of one shard (at most :data:`RENEW_CHUNK`), one renewal each, in their order."""
+    due = k.at(runs[0][0]).unclaimed  # the due index: leases and start-by deadlines
+    keys = [due, *(k.task(ref) for ref, _ in runs)]
+    args: list[Arg] = [lease_ms, peers]
+    for ref, gen in runs:
+        args += [ref, gen]
+    return ScriptCall("renew", keys, args, lambda reply: [_parse_renewal(r) for r in reply])
 
 
 def report(

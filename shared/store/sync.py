@@ -177,8 +177,24 @@ class TaskStore:
         they would lapse together: each run learns it has ``len(runs) - 1`` peers (at least
         ``min_peers``: a run of its own counts its parent's group, ``mcpq.workers.solo``)."""
         peers = max(len(runs) - 1, min_peers)
-        renewals = [run_calls.renew(self._keys, ref, gen, lease_ms, peers) for ref, gen in runs]
-        return self.run_many(renewals)
+        # One call of the script per shard and chunk, all in one pipeline (see renew.lua).
+        by_shard: dict[str, list[int]] = {}
+        for i, (ref, _) in enumerate(runs):
+            by_shard.setdefault(self._keys.at(ref).unclaimed, []).append(i)
+        chunks = [
+            members[start : start + run_calls.RENEW_CHUNK]
+            for members in by_shard.values()
+            for start in range(0, len(members), run_calls.RENEW_CHUNK)
+        ]
+        calls = [
+            run_calls.renew_shard(self._keys, [runs[i] for i in chunk], lease_ms, peers)
+            for chunk in chunks
+        ]
+        renewals: list[Renewal | None] = [None] * len(runs)
+        for chunk, replies in zip(chunks, self.run_many(calls), strict=True):
+            for i, renewal in zip(chunk, replies, strict=True):
+                renewals[i] = renewal
+        return [renewal for renewal in renewals if renewal is not None]
 
     def report(
         self,
