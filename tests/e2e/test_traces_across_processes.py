@@ -129,7 +129,10 @@ def test_a_resumed_run_joins_the_create_s_trace_linked_to_the_answer(
 
     def both_runs(spans: list[ReceivedSpan]) -> bool:
         runs = [s for s in spans if s.trace_id == created_trace and s.kind == "consumer"]
-        return len(runs) == 2 and any(s.trace_id == answer_trace for s in spans)
+        # The answer's own span, not just any of its trace: its scripts' spans end (and may be
+        # exported) before it does.
+        answered = any(s.trace_id == answer_trace and s.kind == "server" for s in spans)
+        return len(runs) == 2 and answered
 
     spans = receiver.wait_for(both_runs)
     runs = sorted(
