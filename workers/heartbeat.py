@@ -1,9 +1,10 @@
 """The lease keeper: one thread per worker process renews the lease of every run the process
 holds, notices cancellation, enforces the grace, and stops a tool that stopped making progress.
 
-Every ``lease/3`` seconds (at most every 0.5 s) it renews all leases in one round trip, so the
+Every ``lease/3`` seconds (at most every 0.5 s) it renews all leases in one round trip (one
+``renew.lua`` call per shard and 500 runs: 10,000 runs are 20 calls in one pipeline), so the
 sweeper knows the runs are alive: a prefork pool process holds one run, a thread pool process
-may hold hundreds, and a thread and a connection per run would not scale. When a run's task
+may hold thousands, and a thread and a connection per run would not scale. When a run's task
 turns out cancelled it interrupts the run (``on_cancel``: the context wakes, an async tool's
 task is cancelled); if the tool has still not returned after the grace period it stops the run
 (``terminate``: the pool process is killed, or the run abandoned and its io-pool job let go of;
