@@ -83,15 +83,17 @@ def sweep_once(app: Celery, store: TaskStore, settings: Settings) -> int:
 
 
 def sweep_due(app: Celery, store: TaskStore, settings: Settings, stop: threading.Event) -> int:
-    """Sweeps one after another while each finds a full batch, for a few intervals at most;
+    """Sweeps one after another while each sends something, for a few intervals at most;
     returns how many runs were sent again.
 
     NOTE: a lost worker may have held 10,000 runs on its run loop; at one batch per interval
     they would wait four minutes to be sent again. Back to back, they go at the broker's pace,
-    the lock still taken and let go for each batch, so another worker's sweep may interleave."""
+    the lock still taken and let go for each batch, so another worker's sweep may interleave.
+    (Not "while the batch was full": a sharded store gives each shard its share of the batch,
+    and one shard running dry would stop the others' sweeps with their runs still due.)"""
     budget = time.monotonic() + max(settings.sweep_interval_s, 1.0) * 5
     sent = total = sweep_once(app, store, settings)
-    while sent >= BATCH and time.monotonic() < budget and not stop.is_set():
+    while sent > 0 and time.monotonic() < budget and not stop.is_set():
         sent = sweep_once(app, store, settings)
         total += sent
     return total
