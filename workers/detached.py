@@ -28,8 +28,9 @@ from mcpq.shared import tracing
 from mcpq.shared.store import Reply
 from mcpq.shared.store.wakeups import Watch
 from mcpq.workers.async_context import round_trips
+from mcpq.workers.loop_lanes import Turn
 from mcpq.workers.outcomes import RunOutcome
-from mcpq.workers.run_loop import RunLoop, Turn
+from mcpq.workers.run_loop import RunLoop
 from mcpq.workers.run_parts import (
     Ending,
     Prepared,

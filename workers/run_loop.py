@@ -18,8 +18,8 @@ is fenced by its generation, so a run cancelled late writes nothing.
 
 **A tool that blocks the loop** (a ``time.sleep``, a blocking HTTP client, a long computation)
 would stall every run on it, and asyncio cannot preempt it. So every step a task takes on the
-loop is timed (the loop's task factory wraps each coroutine, :class:`_Steps`), and a watcher
-thread looks at the step running now. Once one run's step has held the loop for
+loop is timed (the loop's task factory wraps each coroutine: ``mcpq.workers.loop_lanes``), and
+a watcher thread looks at the step running now. Once one run's step has held the loop for
 ``MCPQ_LOOP_STALL_S`` (1 s):
 
 - the loop's thread is left to that run: it goes on there alone, as it would on a thread of its
@@ -45,167 +45,15 @@ import contextlib
 import contextvars
 import logging
 import os
-import sys
 import threading
 import time
-import weakref
-from collections.abc import Awaitable, Coroutine, Generator
-from pathlib import Path
-from types import FrameType
-from typing import Any, Protocol
+
+from mcpq.workers.loop_lanes import TURN, Clock, Lane, LoopRun, Turn, blocked_at
 
 log = logging.getLogger("mcpq.worker")
 
 #: How long one step of a run may hold the loop before the loop is left to it (MCPQ_LOOP_STALL_S).
 DEFAULT_STALL_S = 1.0
-
-
-class LoopRun(Protocol):
-    """A run handed to the run loop (``mcpq.workers.detached``)."""
-
-    @property
-    def tool(self) -> str:
-        """Its tool's name (a tool that blocked the loop is named by it)."""
-        ...
-
-    def turn(self, turn: Turn) -> Awaitable[None]:
-        """The run from its start, awaited on ``turn``'s loop. A run moved off a stalled loop
-        gets another turn on the new loop, from its start again, as a replay."""
-        ...
-
-    def moved(self, turn: Turn) -> None:
-        """``turn`` was left on a stalled loop (called on the watcher's thread, before the
-        next turn starts): let go of what that turn held (its lease's keeping, its context);
-        what the run holds across turns (its watch, its place) stays."""
-        ...
-
-
-class Turn:
-    """One run's time on one loop: its first, or the one it got when moved off a stalled loop."""
-
-    __slots__ = ("lane", "moved", "run")
-
-    def __init__(self, run: LoopRun, lane: _Lane) -> None:
-        self.run = run
-        self.lane = lane
-        #: Set once, under the run loop's lock: this turn's run goes on on another loop.
-        self.moved = False
-
-
-#: The turn whose task runs now (a task's context: the tasks a tool starts inherit it).
-_TURN: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("mcpq_turn", default=None)
-
-
-class _Steps:
-    """Drives one task's coroutine step by step on a lane (see the module's doc): each step is
-    timed (``lane.step``), and a moved turn's coroutine never takes another step: it gets
-    ``CancelledError`` instead, wherever it waits."""
-
-    __slots__ = ("_coro", "_lane", "_turn")
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], lane: _Lane, turn: Turn | None) -> None:
-        self._coro, self._lane, self._turn = coro, lane, turn
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro, lane, turn = self._coro, self._lane, self._turn
-        clock = lane.clock
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            if turn is not None and turn.moved and not isinstance(error, asyncio.CancelledError):
-                error, value = asyncio.CancelledError(), None
-            # One attribute written, never a lock: only this loop's thread runs its steps, and
-            # the watcher reads the tuple whole (it is replaced, not changed).
-            lane.step = (turn, time.monotonic(), clock.starved)
-            try:
-                yielded = coro.send(value) if error is None else coro.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            finally:
-                lane.step = None
-            try:
-                value, error = (yield yielded), None
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # the task's cancel, a future's exception
-                value, error = None, exc
-
-
-async def _stepped(coro: Coroutine[Any, Any, Any], lane: _Lane, turn: Turn | None) -> Any:
-    # A coroutine of its own around the driver: whatever looks at a task's coroutine (anyio's
-    # cancel scopes do) finds a real one.
-    return await _Steps(coro, lane, turn)
-
-
-class _Clock:
-    """How long this process's threads could not run at all (a garbage collection, a storm of
-    threads fighting for the GIL), as the watcher sees it: its own sleeps overrun by that much.
-
-    NOTE: a step's time on the loop counts against it only outside such stretches. A step that
-    blocks in a call (a sleep, a socket) lets the GIL go, so the watcher wakes on time and the
-    whole wait counts; a step that was merely not given the GIL (or paused by a collection of
-    10,000 runs' objects) is no blocking call, and moving every run for it would be a false
-    alarm (one was seen at 10,000 runs in HTTP calls, inside the loop's own selector)."""
-
-    def __init__(self) -> None:
-        self.starved = 0.0
-
-
-class _Lane:
-    """One event loop on a thread of its own."""
-
-    def __init__(self, number: int, clock: _Clock) -> None:
-        self.clock = clock
-        self.loop = asyncio.new_event_loop()
-        self.loop.set_task_factory(self._task)  # type: ignore[arg-type]
-        #: The turns on this loop (the run loop's lock).
-        self.turns: set[Turn] = set()
-        #: The step running now, the time it began and the process's starved time then (written
-        #: by this loop's thread only).
-        self.step: tuple[Turn | None, float, float] | None = None
-        #: Left to the run that stalled it: it takes no new turn, and stops when that run ends.
-        self.retired = False
-        self._owners: weakref.WeakKeyDictionary[asyncio.Task[Any], Turn | None] = (
-            weakref.WeakKeyDictionary()
-        )
-        self.thread = threading.Thread(
-            target=self._serve, name=f"mcpq-run-loop-{number}", daemon=True
-        )
-        self.thread.start()
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_forever()
-        finally:
-            self.loop.close()
-
-    def _task(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        coro: Coroutine[Any, Any, Any],
-        context: contextvars.Context | None = None,
-    ) -> asyncio.Task[Any]:
-        turn = _TURN.get() if context is None else context.get(_TURN)
-        task = asyncio.Task(_stepped(coro, self, turn), loop=loop, context=context)
-        self._owners[task] = turn
-        return task
-
-    def cancel_moved(self) -> None:
-        """(On this loop.) Cancel the tasks of moved turns: one waiting on a long timer would
-        otherwise keep this loop, and its thread, alive until it fires."""
-        for task, turn in list(self._owners.items()):
-            if turn is not None and turn.moved and not task.done():
-                task.cancel()
-
-    def cancel_all(self) -> None:
-        for task in asyncio.all_tasks(self.loop):
-            task.cancel()
-
-    def stop_soon(self) -> None:
-        with contextlib.suppress(RuntimeError):  # closed already
-            self.loop.call_soon_threadsafe(self.loop.stop)
 
 
 class RunLoop:
@@ -218,17 +66,17 @@ class RunLoop:
         self._places = threading.BoundedSemaphore(limit)
         self._lock = threading.Lock()
         self._made = 0
-        self._clock = _Clock()
-        self._lanes: list[_Lane] = []
+        self._clock = Clock()
+        self._lanes: list[Lane] = []
         self._lane = self._new_lane()
         self._blocking: set[str] = set()
         self._stopped = False
         if stall_s > 0:
             threading.Thread(target=self._watch, name="mcpq-run-loop-watch", daemon=True).start()
 
-    def _new_lane(self) -> _Lane:
+    def _new_lane(self) -> Lane:
         self._made += 1
-        lane = _Lane(self._made, self._clock)
+        lane = Lane(self._made, self._clock)
         self._lanes.append(lane)
         return lane
 
@@ -282,7 +130,7 @@ class RunLoop:
         if turn.moved:
             return
         context = contextvars.copy_context()
-        context.run(_TURN.set, turn)
+        context.run(TURN.set, turn)
         turn.lane.loop.create_task(self._held(turn), context=context)
 
     async def _held(self, turn: Turn) -> None:
@@ -325,15 +173,15 @@ class RunLoop:
             if step is None:
                 continue
             turn, since, starved = step
-            held = now - since - (clock.starved - starved)  # see _Clock
+            held = now - since - (clock.starved - starved)  # see Clock
             # (A step of no run's is mcpq's own, which never blocks.)
             if held >= self.stall_s and turn is not None and not turn.moved:
                 self._abandon(lane, turn, held)
 
-    def _abandon(self, lane: _Lane, culprit: Turn, held: float) -> None:
+    def _abandon(self, lane: Lane, culprit: Turn, held: float) -> None:
         """``culprit``'s step has held ``lane`` for ``held`` seconds: leave the loop to it, and
         move every other run on it to a new loop (see the module's doc)."""
-        where = _where(lane.thread.ident)
+        where = blocked_at(lane.thread.ident)
         with self._lock:
             if lane is not self._lane or self._stopped or culprit not in lane.turns:
                 return
@@ -388,43 +236,6 @@ class RunLoop:
             lane.stop_soon()
         for lane in lanes:
             lane.thread.join(max(deadline - time.monotonic(), 0.1))
-
-
-def _where(ident: int | None) -> str:
-    """Where the thread ``ident`` is: the tool's line and what it called (file names, lines
-    and functions only: never a value)."""
-    frame = sys._current_frames().get(ident) if ident is not None else None
-    stack: list[FrameType] = []
-    while frame is not None:
-        stack.append(frame)
-        frame = frame.f_back
-    stack.reverse()  # outermost first
-    # The task's coroutine is the frame after the step driver's: the tool, or what wraps it.
-    drivers = [i for i, f in enumerate(stack) if f.f_code is _Steps.__await__.__code__]
-    inner = stack[drivers[-1] + 1 :] if drivers else stack
-    if not inner:
-        return "an unknown place"
-    own = [f for f in inner if not _library(f.f_code.co_filename)] or inner[:1]
-    text = _frame(own[-1])
-    if inner[-1] is not own[-1]:
-        text += f" (inside {_frame(inner[-1])})"
-    return text
-
-
-#: mcpq's own run machinery (the context, the steps): never the line to name.
-_OURS = (Path(__file__).resolve().parent, Path(__file__).resolve().parent.parent / "shared")
-
-
-def _library(filename: str) -> bool:
-    if "site-packages" in filename or filename.startswith(sys.base_prefix):
-        return True
-    with contextlib.suppress(OSError):
-        return any(Path(filename).resolve().is_relative_to(ours) for ours in _OURS)
-    return False
-
-
-def _frame(frame: FrameType) -> str:
-    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} in {frame.f_code.co_name}"
 
 
 _loop: tuple[int, RunLoop] | None = None

@@ -50,41 +50,45 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
-import itertools
 import json
-import re
 import shutil
 import signal
 import sys
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import redis
 
 from mcpq.ops.bench import bench_tools
 from mcpq.ops.bench.bench_tools import ASYNC_ANSWER, ASYNC_HTTP, ASYNC_SLEEP
 from mcpq.ops.bench.load import TOOL, Load
 from mcpq.ops.bench.memory import process_tree, pss_mib
-from mcpq.ops.bench.rawhttp import RawClient
 from mcpq.ops.bench.renewals import Renewals
 from mcpq.ops.bench.renewals import measure as measure_renewals
-from mcpq.ops.harness.children import Child
+from mcpq.ops.bench.waiting_kill import (
+    Handover,
+    hand_over,
+    start_worker,
+    thread_count,
+)
+from mcpq.ops.bench.waiting_load import (
+    KINDS,
+    cancel_some,
+    in_turn,
+    requests_held,
+    short_tool,
+    specs_of,
+    start_slow_server,
+    wait_many,
+)
 from mcpq.ops.harness.stack import Stack
-from mcpq.ops.runtime.processes import wait_until
-from mcpq.shared.logs import task_hash
 from mcpq.shared.settings import DEFAULT_TOOLS, Settings
-from mcpq.shared.store import Keys, task_ref
 
-#: The tool each kind of wait runs.
-KINDS = {"sleep": ASYNC_SLEEP, "answer": ASYNC_ANSWER, "http": ASYNC_HTTP, "sync": TOOL}
 _KIND_OF = {tool: kind for kind, tool in KINDS.items()}
 MIX = ("sleep", "answer", "http")
 WAIT_ON = ("mix", *KINDS)
@@ -95,8 +99,6 @@ _SAID = {
     "sync": "ctx.sleep",
 }
 CANCELS = 20
-CLIENTS = 16
-ENDED = frozenset({"completed", "failed", "cancelled"})
 #: A run waiting for an answer holds its place on the worker for ``MCPQ_INPUT_HOLD_S`` (30 s by
 #: default), then parks: it lets go, and the task waits in Redis alone. The runs measured here
 #: wait while held, so the hold outlasts the benchmark; on the run loop a held run costs a
@@ -112,75 +114,6 @@ SHOWN = (
     "MCPQ_CANCEL_GRACE_S",
     "MCPQ_LOOP_STALL_S",
 )
-_ACCEPT = {"action": "accept", "content": {"ok": True}}
-
-
-@dataclass
-class Handover:
-    """``--kill``: the worker's process group SIGKILLed once all ran, and what became of them."""
-
-    #: Processes of the worker's group killed (the Celery main process, any children).
-    killed_processes: int
-    #: Tasks still open at the kill (the cancelled ones had ended, and any whose wait was over).
-    open_at_kill: int
-    ended_before_kill: int
-    #: Seconds from the kill: the new worker beating, its first claim of a task of the dead one,
-    #: every open task claimed again (``None``: not all within the time allowed), all ended.
-    worker_up_s: float
-    first_claim_s: float | None
-    handed_over_s: float | None
-    handed_over: int
-    ended_s: float | None
-    #: Runs of the answer kind answered (tasks/update) after the handover.
-    answered: int
-    completed: int
-    cancelled: int
-    failed: int
-    #: Tasks that never ended (not completed, cancelled or failed) in the time allowed.
-    lost: int
-    #: Tasks by their count of runs (``"1"``, ``"2"``...): a run twice is one replayed after the
-    #: kill; three is one run again after that.
-    runs: dict[str, int]
-    #: The new worker's PSS and threads once every open task was claimed again, and the runs
-    #: it held then (fewer than ``handed_over`` when some had ended already).
-    worker_pss_mib: float
-    worker_threads: int
-    held_after: int
-
-    @property
-    def ran_twice(self) -> int:
-        return self.runs.get("2", 0)
-
-    @property
-    def ran_more(self) -> int:
-        return sum(n for count, n in self.runs.items() if int(count) > 2)
-
-    def render(self) -> str:
-        def s(value: float | None) -> str:
-            return "     none" if value is None else f"{value:9.2f}"
-
-        return "\n".join(
-            [
-                "  SIGKILL of the worker's process group, a new worker started at once",
-                f"    processes killed          {self.killed_processes:9d}",
-                f"    open at the kill          {self.open_at_kill:9d}"
-                f" (ended before it: {self.ended_before_kill})",
-                f"    new worker beating after  {self.worker_up_s:9.2f} s",
-                f"    first claimed again after {s(self.first_claim_s)} s",
-                f"    all handed over after     {s(self.handed_over_s)} s"
-                f" ({self.handed_over} of {self.open_at_kill})",
-                f"    new worker PSS then       {self.worker_pss_mib:9.1f} MiB"
-                f" ({self.worker_threads} threads, {self.held_after} runs held)",
-                f"    answered after handover   {self.answered:9d}",
-                f"    all ended after           {s(self.ended_s)} s",
-                f"    completed                 {self.completed:9d}",
-                f"    cancelled (before kill)   {self.cancelled:9d}",
-                f"    failed                    {self.failed:9d}",
-                f"    lost (never ended)        {self.lost:9d}",
-                f"    ran twice                 {self.ran_twice:9d}"
-                f" (more than twice: {self.ran_more}; once: {self.runs.get('1', 0)})",
-            ]
-        )
 
 
 @dataclass
@@ -287,25 +220,25 @@ def waiting(
     try:
         stack.start_redis()
         stack.start_web()
-        server = _start_slow_server(stack) if "http" in kinds else None
-        worker = _start_worker(stack, "waiting", pool)
+        server = start_slow_server(stack) if "http" in kinds else None
+        worker = start_worker(stack, "waiting", pool)
         # A tool that asks may be created only by a client that can answer (elicitation).
         load = Load(stack.url(), capabilities={"elicitation": {"form": {}}})
-        specs = _specs(kinds, runs, seconds, server)
+        specs = specs_of(kinds, runs, seconds, server)
         admin = redis.Redis.from_url(stack.redis_url, decode_responses=True)
-        created, started_s, held = asyncio.run(_wait_many(load, specs, admin))
+        created, started_s, held = asyncio.run(wait_many(load, specs, admin))
         ids = [task_id for task_id, _ in created]
-        threads = _threads(process_tree(worker.popen.pid))
+        threads = thread_count(process_tree(worker.popen.pid))
         http_runs = sum(1 for _, tool in created if tool == ASYNC_HTTP)
-        http_held = _http_held(server, http_runs) if server is not None else None
+        http_held = requests_held(server, http_runs) if server is not None else None
         short = TOOL if kinds == ("sync",) else ASYNC_SLEEP
-        short_s = asyncio.run(_short_tool(load, short))
+        short_s = asyncio.run(short_tool(load, short))
         renewals = None
         if window_s > 0:
             period = _period(stack)
             renewals = measure_renewals(stack.redis_url, period, window_s)
-        cancelled = _in_turn(created, CANCELS)
-        cancels = asyncio.run(_cancel_some(load, cancelled, worker))
+        cancelled = in_turn(created, CANCELS)
+        cancels = asyncio.run(cancel_some(load, cancelled, worker))
         tool_of = dict(created)
         cancel_by_kind: dict[str, float] = {}
         for task_id, took in zip(cancelled, cancels, strict=True):
@@ -316,7 +249,7 @@ def waiting(
         handover = None
         if kill:
             answer_ids = [i for i, tool in created if tool == ASYNC_ANSWER]
-            handover = _hand_over(stack, worker, pool, admin, load, ids, answer_ids, seconds)
+            handover = hand_over(stack, worker, pool, admin, load, ids, answer_ids, seconds)
     finally:
         if admin is not None:
             admin.close()
@@ -354,18 +287,6 @@ def _pool_env(runs: int, run_loop: bool) -> dict[str, str]:
     return {"MCPQ_ASYNC_RUNS": "0", "MCPQ_IO_CONCURRENCY": places}
 
 
-def _start_worker(stack: Stack, node: str, pool: Mapping[str, str]) -> Child:
-    """``mcpq worker`` (io pool); returns once it beats in Redis."""
-    worker = stack.spawn_pool("mcpq", node, concurrency=None, **pool)
-    wait_until(
-        lambda: any(n.startswith(f"{node}@") for n in stack.stats().workers),
-        timeout=60,
-        interval=0.1,
-        message=f"worker {node}",
-    )
-    return worker
-
-
 def _settings(knobs: Mapping[str, str], pool: Mapping[str, str]) -> dict[str, str]:
     defaults = {
         str(f.metadata["env"]): str(f.default)
@@ -383,256 +304,6 @@ def _period(stack: Stack) -> float:
     """The lease keeper's renewal period (``LeaseKeeper``): min(max(lease / 3, 0.05), 0.5)."""
     lease_s = float(stack.knobs.get("MCPQ_LEASE_S", Settings.lease_s))
     return min(max(lease_s / 3, 0.05), 0.5)
-
-
-def _start_slow_server(stack: Stack) -> str:
-    """The slow HTTP server, a child of the stack; its base URL."""
-    argv = [sys.executable, "-m", "mcpq.ops.bench.slow_http"]
-    child = stack.spawn("slow-http", argv)
-    found = wait_until(
-        lambda: re.search(r"listening on (http://\S+)", child.log()),
-        timeout=30,
-        message="the slow HTTP server",
-    )
-    return found.group(1)
-
-
-def _http_held(server: str, runs: int) -> int:
-    """The requests the slow server holds once it holds ``runs`` (a run is held from its claim,
-    and sends its GET a moment later), or after 60 s."""
-
-    def holding() -> int:
-        return int(httpx.get(f"{server}/stats", timeout=10).json()["holding"])
-
-    with contextlib.suppress(TimeoutError):
-        wait_until(lambda: holding() >= runs, timeout=60, interval=0.1, message="held requests")
-    return holding()
-
-
-def _threads(pids: list[int]) -> int:
-    """The threads of processes ``pids``, together."""
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            status = Path(f"/proc/{pid}/status").read_text()
-            total += int(status.split("Threads:")[1].split()[0])
-    return total
-
-
-# -- creating and waiting -------------------------------------------------------------------------
-Spec = tuple[str, dict[str, Any]]  # a tool and its arguments
-
-
-def _specs(kinds: Sequence[str], runs: int, seconds: float, server: str | None) -> list[Spec]:
-    """``runs`` creates, the kinds taking turns (so each kind is spread over the whole run). The
-    async sleeps and HTTP calls wait until ``seconds`` from now (a run replayed after a kill
-    waits what is left: all end about then, however long the handover); ``slow_compute`` waits
-    ``seconds`` from each run's start."""
-    until = time.time() + seconds
-    made: list[Spec] = []
-    for i in range(runs):
-        kind = kinds[i % len(kinds)]
-        if kind == "answer":
-            made.append((ASYNC_ANSWER, {}))
-        elif kind == "http":
-            made.append((ASYNC_HTTP, {"url": f"{server}/hold", "until": until}))
-        elif kind == "sleep":
-            made.append((ASYNC_SLEEP, {"until": until}))
-        else:
-            made.append((KINDS[kind], {"seconds": seconds}))
-    return made
-
-
-async def _create(load: Load, specs: list[Spec], clients: int) -> list[tuple[str, str]]:
-    """Every spec created by ``clients`` concurrent keep-alive clients; (task id, tool) of each
-    created, in the order of their answers."""
-    created: list[tuple[str, str]] = []
-    todo = iter(specs)  # one list, shared: each client takes the next spec
-
-    async def client() -> None:
-        async with RawClient(load.url) as http:
-            for tool, arguments in todo:
-                params = {"name": tool, "arguments": arguments}
-                if (result := await load.call(http, "tools/call", params, tool)) is not None:
-                    created.append((str(result["taskId"]), tool))
-
-    await asyncio.gather(*(client() for _ in range(clients)))
-    return created
-
-
-def _fields(admin: redis.Redis, ids: Sequence[str], *names: str) -> list[list[str | None]]:
-    """Fields ``names`` of each task's hash (one pipeline)."""
-    keys = Keys()
-    pipe = admin.pipeline(transaction=False)
-    for task_id in ids:
-        pipe.hmget(keys.task(task_ref(task_id)), list(names))
-    return list(pipe.execute())
-
-
-def _running(admin: redis.Redis, ids: Sequence[str]) -> int:
-    """How many of the tasks ``ids`` a run holds (a lease set by its claim)."""
-    return sum(1 for (lease,) in _fields(admin, ids, "lease") if lease and int(lease) > 0)
-
-
-async def _wait_many(
-    load: Load, specs: list[Spec], admin: redis.Redis
-) -> tuple[list[tuple[str, str]], float, int]:
-    """The tasks created and then held by a run each: (task id, tool) of each, the seconds from
-    the first create until all were held (or 300 s passed), and how many were then."""
-    started = time.monotonic()
-    created = await _create(load, specs, CLIENTS)
-    ids = [task_id for task_id, _ in created]
-    while (held := _running(admin, ids)) < len(specs) and time.monotonic() - started < 300:
-        await asyncio.sleep(0.1)
-    return created, time.monotonic() - started, held
-
-
-async def _short_tool(load: Load, tool: str) -> float:
-    """A 0.3 s task created now: the seconds until it was seen completed."""
-    sent = time.monotonic()
-    async with RawClient(load.url) as http:
-        params = {"name": tool, "arguments": {"seconds": 0.3}}
-        short = await load.call(http, "tools/call", params, tool)
-        if short is not None:
-            await load.until_done(http, str(short["taskId"]), 0.01)
-    return time.monotonic() - sent
-
-
-def _in_turn(created: Sequence[tuple[str, str]], count: int) -> list[str]:
-    """``count`` of the tasks, each tool's in turn (in the order they were created)."""
-    by_tool: dict[str, list[str]] = {}
-    for task_id, tool in created:
-        by_tool.setdefault(tool, []).append(task_id)
-    turns = itertools.zip_longest(*by_tool.values())
-    return [task_id for turn in turns for task_id in turn if task_id is not None][:count]
-
-
-async def _cancel_some(load: Load, ids: list[str], worker: Child) -> list[float]:
-    """Cancel each; how long until the worker logged the end of its run (10 s at most)."""
-    took = []
-    async with httpx.AsyncClient(timeout=30) as http:
-        for task_id in ids:
-            needle = f'"task":"{task_hash(task_ref(task_id))}"'
-            # Only what the worker logs from now on is read: its whole log (lines for each of
-            # thousands of runs), read every 10 ms, would take the CPU the worker needs.
-            offset = worker.log_path.stat().st_size
-            sent = time.monotonic()
-            await load.call(http, "tasks/cancel", {"taskId": task_id}, task_id)
-            while time.monotonic() - sent < 10:
-                if any(needle in line and '"cancelled"' in line for line in _lines(worker, offset)):
-                    break
-                await asyncio.sleep(0.01)
-            took.append(time.monotonic() - sent)
-    return took
-
-
-def _lines(worker: Child, offset: int) -> list[str]:
-    """The lines the worker logged past byte ``offset``."""
-    with open(worker.log_path, "rb") as log:
-        log.seek(offset)
-        return log.read().decode("utf-8", errors="replace").splitlines()
-
-
-# -- the kill -------------------------------------------------------------------------------------
-def _hand_over(
-    stack: Stack,
-    worker: Child,
-    pool: Mapping[str, str],
-    admin: redis.Redis,
-    load: Load,
-    ids: list[str],
-    answer_ids: list[str],
-    seconds: float,
-) -> Handover:
-    """SIGKILL ``worker``'s group, start another worker, and follow every task to its end."""
-    before = dict(zip(ids, _fields(admin, ids, "status", "gen"), strict=True))
-    open_ids = [i for i, (status, _) in before.items() if status not in ENDED]
-    gen_at_kill = {i: int(before[i][1] or 0) for i in open_ids}
-    killed = len(process_tree(worker.popen.pid))
-    killed_at = stack.kill_child(worker)
-    worker = _start_worker(stack, "waiting-2", pool)
-    worker_up_s = time.monotonic() - killed_at
-    # The sweeper sends 100 runs per sweep (every MCPQ_SWEEP_INTERVAL_S) once their leases
-    # lapsed: time enough for that, and some.
-    deadline = time.monotonic() + 60 + len(open_ids) / 20
-    first_s = handed_s = None
-    claimed = 0
-    while time.monotonic() < deadline:
-        gens = _fields(admin, open_ids, "gen")
-        again = zip(open_ids, gens, strict=True)
-        claimed = sum(1 for i, (gen,) in again if int(gen or 0) > gen_at_kill[i])
-        if claimed and first_s is None:
-            first_s = time.monotonic() - killed_at
-        if claimed == len(open_ids):
-            handed_s = time.monotonic() - killed_at
-            break
-        time.sleep(0.25)
-    tree = process_tree(worker.popen.pid)
-    pss, threads, held = pss_mib(tree), _threads(tree), _running(admin, open_ids)
-    still_open = set(open_ids)
-    answered = asyncio.run(_answer_all(load, [i for i in answer_ids if i in still_open]))
-    ended_s = None
-    deadline = time.monotonic() + seconds + 60 + len(open_ids) / 20
-    while time.monotonic() < deadline:
-        if all(status in ENDED for (status,) in _fields(admin, ids, "status")):
-            ended_s = time.monotonic() - killed_at
-            break
-        time.sleep(0.5)
-    final = _fields(admin, ids, "status", "runs")
-    statuses = Counter(status for status, _ in final)
-    runs = Counter(str(int(n or 0)) for _, n in final)
-    return Handover(
-        killed_processes=killed,
-        open_at_kill=len(open_ids),
-        ended_before_kill=sum(
-            1 for status, _ in before.values() if status in ENDED and status != "cancelled"
-        ),
-        worker_up_s=worker_up_s,
-        first_claim_s=first_s,
-        handed_over_s=handed_s,
-        handed_over=claimed,
-        ended_s=ended_s,
-        answered=answered,
-        completed=statuses["completed"],
-        cancelled=statuses["cancelled"],
-        failed=statuses["failed"],
-        lost=sum(n for status, n in statuses.items() if status not in ENDED),
-        runs=dict(sorted(runs.items(), key=lambda item: int(item[0]))),
-        worker_pss_mib=pss,
-        worker_threads=threads,
-        held_after=held,
-    )
-
-
-async def _answer_all(load: Load, ids: list[str]) -> int:
-    """Answer each task's outstanding questions (``tasks/get``, then ``tasks/update``), as a
-    client would; a task not yet asking is tried again in a later pass. How many were answered."""
-    todo, answered = list(ids), 0
-    deadline = time.monotonic() + 60 + len(ids) / 20
-
-    async def client(http: RawClient, retry: list[str]) -> None:
-        nonlocal answered
-        while todo:
-            task_id = todo.pop()
-            task = await load.call(http, "tasks/get", {"taskId": task_id}, task_id)
-            asked = (task or {}).get("inputRequests") or {}
-            if (task or {}).get("status") != "input_required" or not asked:
-                retry.append(task_id)
-                continue
-            responses = {key: _ACCEPT for key in asked}
-            params = {"taskId": task_id, "inputResponses": responses}
-            if await load.call(http, "tasks/update", params, task_id) is not None:
-                answered += 1
-
-    while todo and time.monotonic() < deadline:
-        retry: list[str] = []
-        async with contextlib.AsyncExitStack() as up:
-            https = [await up.enter_async_context(RawClient(load.url)) for _ in range(CLIENTS)]
-            await asyncio.gather(*(client(http, retry) for http in https))
-        if retry:
-            todo.extend(retry)
-            await asyncio.sleep(0.5)
-    return answered
 
 
 # -- the command ----------------------------------------------------------------------------------

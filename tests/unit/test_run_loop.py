@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from mcpq.workers.run_loop import RunLoop, Turn
+from mcpq.workers.loop_lanes import Turn
+from mcpq.workers.run_loop import RunLoop
 
 
 class Run:
