@@ -166,15 +166,30 @@ class Lane:
             self.loop.call_soon_threadsafe(self.loop.stop)
 
 
-def blocked_at(ident: int | None) -> str:
-    """Where the thread ``ident`` is: the tool's line and what it called (file names, lines
-    and functions only: never a value)."""
+def _stack(ident: int | None) -> list[FrameType]:
+    """The thread ``ident``'s frames, outermost first."""
     frame = sys._current_frames().get(ident) if ident is not None else None
     stack: list[FrameType] = []
     while frame is not None:
         stack.append(frame)
         frame = frame.f_back
-    stack.reverse()  # outermost first
+    stack.reverse()
+    return stack
+
+
+def importing(ident: int | None) -> bool:
+    """Whether the thread ``ident`` is importing a module (importlib's ``_find_and_load`` is
+    on its stack: the module's first import in this process, run by ``import``)."""
+    return any(
+        f.f_code.co_name == "_find_and_load" and f.f_code.co_filename.startswith("<frozen")
+        for f in _stack(ident)
+    )
+
+
+def blocked_at(ident: int | None) -> str:
+    """Where the thread ``ident`` is: the tool's line and what it called (file names, lines
+    and functions only: never a value)."""
+    stack = _stack(ident)  # outermost first
     # The task's coroutine is the frame after the step driver's: the tool, or what wraps it.
     drivers = [i for i, f in enumerate(stack) if f.f_code is _Steps.__await__.__code__]
     inner = stack[drivers[-1] + 1 :] if drivers else stack
@@ -192,6 +207,8 @@ _OURS = (Path(__file__).resolve().parent, Path(__file__).resolve().parent.parent
 
 
 def _library(filename: str) -> bool:
+    if filename.startswith("<"):  # frozen (importlib's), or code compiled from a string
+        return True
     if "site-packages" in filename or filename.startswith(sys.base_prefix):
         return True
     with contextlib.suppress(OSError):

@@ -31,6 +31,11 @@ a watcher thread looks at the step running now. Once one run's step has held the
 - the tool is named in one warning, with the line that blocked, and its later runs in this
   process each get a thread, as without the loop (:meth:`RunLoop.blocks`).
 
+A step that is importing a module (its first import in the process: a tool's ``import`` in its
+body, a library's lazy import) is not a stall until it has held the loop ``IMPORT_GRACE`` (10)
+times as long: it happens once, and it would otherwise cost the tool the loop for the process's
+life.
+
 Why move the others rather than the run that blocked: the blocked one cannot be moved (its
 thread is inside the blocking call), and the others, parked at an ``await``, can always start
 again: replay is what every run is built for (a lost worker's runs are replayed the same way).
@@ -48,12 +53,15 @@ import os
 import threading
 import time
 
-from mcpq.workers.loop_lanes import TURN, Clock, Lane, LoopRun, Turn, blocked_at
+from mcpq.workers.loop_lanes import TURN, Clock, Lane, LoopRun, Turn, blocked_at, importing
 
 log = logging.getLogger("mcpq.worker")
 
 #: How long one step of a run may hold the loop before the loop is left to it (MCPQ_LOOP_STALL_S).
 DEFAULT_STALL_S = 1.0
+#: A step importing a module holds the loop up to this many times MCPQ_LOOP_STALL_S before it
+#: counts as a stall (see ``RunLoop._watch``).
+IMPORT_GRACE = 10
 
 
 class RunLoop:
@@ -175,8 +183,18 @@ class RunLoop:
             turn, since, starved = step
             held = now - since - (clock.starved - starved)  # see Clock
             # (A step of no run's is mcpq's own, which never blocks.)
-            if held >= self.stall_s and turn is not None and not turn.moved:
-                self._abandon(lane, turn, held)
+            if held < self.stall_s or turn is None or turn.moved:
+                continue
+            # NOTE: a module's first import (a tool's `import` inside its body, a library's
+            # lazy import on its first call) happens once in a process and cannot be awaited
+            # off the loop; it is waited out, up to IMPORT_GRACE times the limit, rather than
+            # taken for a blocking call: moving every other run and giving the tool threads for
+            # the process's life cost more than a one-off wait. (Seen: an HTTP client's first
+            # request, its imports compiled on a loaded host, held the loop 1 s, and the tool's
+            # 2,000 runs then went to the pool's 100 threads.)
+            if held < IMPORT_GRACE * self.stall_s and importing(lane.thread.ident):
+                continue
+            self._abandon(lane, turn, held)
 
     def _abandon(self, lane: Lane, culprit: Turn, held: float) -> None:
         """``culprit``'s step has held ``lane`` for ``held`` seconds: leave the loop to it, and

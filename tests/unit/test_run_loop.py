@@ -5,10 +5,12 @@ is left, and a run that blocks the loop is left the loop while the others move t
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
@@ -263,4 +265,68 @@ def test_a_process_starved_of_the_gil_is_no_stall() -> None:
         assert loop.loops == 1 and not loop.blocks("t")
     finally:
         stop.set()
+        loop.stop()
+
+
+def importing_tool(tmp_path: Path, name: str, seconds: float) -> Run:
+    """Imports a module of its own (``name``, written to ``tmp_path``, on ``sys.path``) whose
+    import takes ``seconds``: a first import, on the loop."""
+    (tmp_path / f"{name}.py").write_text(f"import time\ntime.sleep({seconds})\n")
+
+    async def body(_: int) -> None:
+        await asyncio.sleep(0.05)
+        importlib.import_module(name)  # the point: the module's first import, on the loop
+
+    return Run(body, tool="importer")
+
+
+def test_a_first_import_is_waited_out_not_taken_for_a_stall(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A step importing a module holds the loop longer than the limit, within the import's grace
+    (10 times the limit): nobody moves, and the tool keeps the loop for its later runs."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    loop = RunLoop(limit=20, stall_s=0.2)
+    ticks = [dict[int, list[float]]() for _ in range(5)]
+    waiters = [waiting_tool(t) for t in ticks]
+    try:
+        for waiter in waiters:
+            loop.start(waiter)
+        assert until(lambda: all(1 in t for t in ticks))
+        importer = importing_tool(tmp_path, "mcpq_test_slow_import_a", 1.0)
+        with caplog.at_level(logging.INFO, logger="mcpq.worker"):
+            started = time.monotonic()
+            loop.start(importer)
+            assert until(lambda: loop.running == 5, timeout=10)  # the importer ended
+            assert time.monotonic() - started > 1.0  # (it held the loop: past the limit)
+        assert loop.loops == 1 and not loop.blocks("importer")
+        assert all(len(w.turns) == 1 and not w.moved_turns for w in waiters)
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        mark = time.monotonic()  # the waiters go on on the same loop
+        assert until(lambda: all(t[1][-1] > mark for t in ticks))
+    finally:
+        loop.stop()
+
+
+def test_an_import_past_its_grace_is_a_stall_named_at_the_tool_s_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    loop = RunLoop(limit=20, stall_s=0.1)  # a grace of 1 s
+    ticks = [dict[int, list[float]]() for _ in range(3)]
+    waiters = [waiting_tool(t) for t in ticks]
+    try:
+        for waiter in waiters:
+            loop.start(waiter)
+        assert until(lambda: all(1 in t for t in ticks))
+        with caplog.at_level(logging.INFO, logger="mcpq.worker"):
+            loop.start(importing_tool(tmp_path, "mcpq_test_slow_import_b", 2.5))
+            assert until(lambda: all(len(t.get(2, [])) >= 3 for t in ticks), timeout=5)
+        assert loop.blocks("importer")
+        warning = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warning) == 1 and "tool importer held the run loop" in warning[0]
+        # The line that blocked (the imported module's sleep), never importlib's frozen frames.
+        assert "mcpq_test_slow_import_b.py:2 in <module>" in warning[0], warning
+        assert "<frozen" not in warning[0], warning
+    finally:
         loop.stop()
