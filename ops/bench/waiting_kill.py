@@ -1,12 +1,14 @@
 """The ``--kill`` phase of ``mcpq.ops.bench.waiting_runs``: the worker holding every waiting
 run is SIGKILLed, another starts, and every task is followed to its end (claimed again by the new
 worker, answered if it asks, none lost); and the reads of the worker and the store both phases
-use (its threads, the tasks' fields, the runs that hold a lease)."""
+use (its threads, the tasks' fields, the runs that hold a lease), and the settings printed with
+the result."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -21,6 +23,7 @@ from mcpq.ops.bench.rawhttp import RawClient
 from mcpq.ops.harness.children import Child
 from mcpq.ops.harness.stack import Stack
 from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.settings import Settings
 from mcpq.shared.store import Keys, task_ref
 
 #: Clients creating (and answering) tasks, each on a keep-alive connection of its own.
@@ -232,3 +235,35 @@ async def _answer_all(load: Load, ids: list[str]) -> int:
             todo.extend(retry)
             await asyncio.sleep(0.5)
     return answered
+
+
+# -- the settings ------------------------------------------------------------------------------
+#: The settings printed with the result (the stack's, else mcpq's defaults).
+SHOWN = (
+    "MCPQ_ASYNC_RUNS",
+    "MCPQ_LEASE_S",
+    "MCPQ_SWEEP_INTERVAL_S",
+    "MCPQ_INPUT_HOLD_S",
+    "MCPQ_MAX_RUNS",
+    "MCPQ_CANCEL_GRACE_S",
+    "MCPQ_LOOP_STALL_S",
+)
+
+
+def shown_settings(knobs: Mapping[str, str], pool: Mapping[str, str]) -> dict[str, str]:
+    defaults = {
+        str(f.metadata["env"]): str(f.default)
+        for f in dataclasses.fields(Settings)
+        if "env" in f.metadata
+    }
+    shown = {**knobs, **pool}
+    names = [*SHOWN, *(k for k in shown if k not in SHOWN and k.startswith("MCPQ_"))]
+    if "MCPQ_IO_CONCURRENCY" in pool:
+        names.insert(0, "MCPQ_IO_CONCURRENCY")
+    return {name: shown.get(name, defaults.get(name, "")) for name in dict.fromkeys(names)}
+
+
+def renewal_period(stack: Stack) -> float:
+    """The lease keeper's renewal period (``LeaseKeeper``): min(max(lease / 3, 0.05), 0.5)."""
+    lease_s = float(stack.knobs.get("MCPQ_LEASE_S", Settings.lease_s))
+    return min(max(lease_s / 3, 0.05), 0.5)

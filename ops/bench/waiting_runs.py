@@ -19,7 +19,9 @@ The sleeps and HTTP calls end ``--seconds`` (120) after the first create (a run 
 the kill waits only what is left; ``slow_compute`` waits them from each run's start), the
 questions once answered. ``--run-loop``: async runs await on the worker's run loop
 (``MCPQ_ASYNC_RUNS`` = runs + 100; one event loop thread), else each on a pool thread
-(``MCPQ_ASYNC_RUNS=0``, ``MCPQ_IO_CONCURRENCY`` = runs + 100). Measured, in order:
+(``MCPQ_ASYNC_RUNS=0``, ``MCPQ_IO_CONCURRENCY`` = runs + 100). ``--broker rabbitmq``: Celery's
+messages go through a vhost of the run's own on the machine's RabbitMQ (deleted after) instead of
+the task store's Redis. Measured, in order:
 
 - **all running after**: seconds from the first create until every task is held by a run (its
   task hash's ``lease`` set by a claim); the worker's threads then, and the requests the slow
@@ -73,6 +75,8 @@ from mcpq.ops.bench.renewals import measure as measure_renewals
 from mcpq.ops.bench.waiting_kill import (
     Handover,
     hand_over,
+    renewal_period,
+    shown_settings,
     start_worker,
     thread_count,
 )
@@ -86,8 +90,9 @@ from mcpq.ops.bench.waiting_load import (
     start_slow_server,
     wait_many,
 )
+from mcpq.ops.harness import rabbitmq
 from mcpq.ops.harness.stack import Stack
-from mcpq.shared.settings import DEFAULT_TOOLS, Settings
+from mcpq.shared.settings import DEFAULT_TOOLS
 
 _KIND_OF = {tool: kind for kind, tool in KINDS.items()}
 MIX = ("sleep", "answer", "http")
@@ -104,16 +109,6 @@ CANCELS = 20
 #: wait while held, so the hold outlasts the benchmark; on the run loop a held run costs a
 #: coroutine, not a thread, which is what an operator holding many would weigh too.
 KNOBS = {"MCPQ_INPUT_HOLD_S": "3600"}
-#: The settings printed with the result (the stack's, else mcpq's defaults).
-SHOWN = (
-    "MCPQ_ASYNC_RUNS",
-    "MCPQ_LEASE_S",
-    "MCPQ_SWEEP_INTERVAL_S",
-    "MCPQ_INPUT_HOLD_S",
-    "MCPQ_MAX_RUNS",
-    "MCPQ_CANCEL_GRACE_S",
-    "MCPQ_LOOP_STALL_S",
-)
 
 
 @dataclass
@@ -149,6 +144,8 @@ class Waiting:
     cancel_max_by_kind: dict[str, float] = dataclasses.field(default_factory=dict)
     #: Requests that failed (creates, cancels, answers).
     failures: int = 0
+    #: Celery's broker: the task store's Redis (``redis``), or a RabbitMQ vhost of the run's own.
+    broker: str = "redis"
 
     def render(self) -> str:
         if self.wait_on == "sync":
@@ -163,7 +160,7 @@ class Waiting:
             worst = (f"{kind} {s:.2f}" for kind, s in self.cancel_max_by_kind.items())
             by_kind = "; " + ", ".join(worst)
         lines = [
-            f"{self.runs} waiting runs ({kind}) on one io worker process",
+            f"{self.runs} waiting runs ({kind}) on one io worker process, {self.broker} as broker",
             f"  settings: {settings}; the waits end after {self.seconds:g} s",
             f"  all running after         {self.running_after_s:9.2f} s"
             + ("" if self.held == self.runs else f" (only {self.held} of {self.runs})"),
@@ -209,11 +206,19 @@ def waiting(
     window_s: float = 0.0,
     kill: bool = False,
     knobs: Mapping[str, str] | None = None,
+    broker: str = "redis",
 ) -> Waiting:
     """``runs`` tools waiting at once in one io worker process (see the module's doc);
-    ``window_s``: each window of the renewals' measurement (0: not measured)."""
+    ``window_s``: each window of the renewals' measurement (0: not measured); ``broker``:
+    ``rabbitmq`` for a vhost of its own on the machine's RabbitMQ (deleted after)."""
     kinds = kinds_of(wait_on)
-    stack = Stack("waiting", workdir, tools=f"{DEFAULT_TOOLS},{bench_tools.MODULE}")
+    vhost = rabbitmq.create_vhost(rabbitmq.BENCH_PREFIX) if broker == "rabbitmq" else None
+    stack = Stack(
+        "waiting",
+        workdir,
+        tools=f"{DEFAULT_TOOLS},{bench_tools.MODULE}",
+        broker_url=vhost.url if vhost is not None else "",
+    )
     stack.knobs.update({**KNOBS, **(knobs or {})})
     pool = _pool_env(runs, run_loop)
     admin: redis.Redis | None = None
@@ -235,7 +240,7 @@ def waiting(
         short_s = asyncio.run(short_tool(load, short))
         renewals = None
         if window_s > 0:
-            period = _period(stack)
+            period = renewal_period(stack)
             renewals = measure_renewals(stack.redis_url, period, window_s)
         cancelled = in_turn(created, CANCELS)
         cancels = asyncio.run(cancel_some(load, cancelled, worker))
@@ -254,6 +259,8 @@ def waiting(
         if admin is not None:
             admin.close()
         stack.close()
+        if vhost is not None:
+            rabbitmq.delete_vhost(vhost)
     return Waiting(
         runs=runs,
         running_after_s=started_s,
@@ -270,10 +277,11 @@ def waiting(
         seconds=seconds,
         held=held,
         http_held=http_held,
-        settings=_settings(stack.knobs, pool),
+        settings=shown_settings(stack.knobs, pool),
         renewals=renewals,
         handover=handover,
         failures=load.failures,
+        broker=broker,
     )
 
 
@@ -285,25 +293,6 @@ def _pool_env(runs: int, run_loop: bool) -> dict[str, str]:
     if run_loop:
         return {"MCPQ_ASYNC_RUNS": places}
     return {"MCPQ_ASYNC_RUNS": "0", "MCPQ_IO_CONCURRENCY": places}
-
-
-def _settings(knobs: Mapping[str, str], pool: Mapping[str, str]) -> dict[str, str]:
-    defaults = {
-        str(f.metadata["env"]): str(f.default)
-        for f in dataclasses.fields(Settings)
-        if "env" in f.metadata
-    }
-    shown = {**knobs, **pool}
-    names = [*SHOWN, *(k for k in shown if k not in SHOWN and k.startswith("MCPQ_"))]
-    if "MCPQ_IO_CONCURRENCY" in pool:
-        names.insert(0, "MCPQ_IO_CONCURRENCY")
-    return {name: shown.get(name, defaults.get(name, "")) for name in dict.fromkeys(names)}
-
-
-def _period(stack: Stack) -> float:
-    """The lease keeper's renewal period (``LeaseKeeper``): min(max(lease / 3, 0.05), 0.5)."""
-    lease_s = float(stack.knobs.get("MCPQ_LEASE_S", Settings.lease_s))
-    return min(max(lease_s / 3, 0.05), 0.5)
 
 
 # -- the command ----------------------------------------------------------------------------------
@@ -337,6 +326,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--kill", action="store_true", help="then SIGKILL the worker")
     parser.add_argument(
+        "--broker",
+        choices=("redis", "rabbitmq"),
+        default="redis",
+        help="Celery's broker: the task store's Redis (redis), or a RabbitMQ vhost of the "
+        "run's own on the machine's RabbitMQ (rabbitmq, deleted after)",
+    )
+    parser.add_argument(
         "--knob",
         type=_knob,
         action="append",
@@ -346,6 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="one JSON object")
     args = parser.parse_args(argv)
+    if args.broker == "rabbitmq" and (why := rabbitmq.unavailable()):
+        parser.error(f"--broker rabbitmq: {why}")
     if args.wait_on == "sync" and args.run_loop:
         parser.error("--run-loop holds async runs only (--wait-on sync runs a sync tool)")
     # A SIGTERM (a `timeout`, a CI job stopped) unwinds like an exception: the stack's `close`
@@ -362,6 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             window_s=args.window,
             kill=args.kill,
             knobs=dict(args.knob),
+            broker=args.broker,
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -3,12 +3,14 @@ a sleep, an answer and an HTTP call all start on the run loop, the lease renewal
 Redis, and after the worker's SIGKILL a new worker takes every open run over and each task ends,
 none lost (correctness only: no timing is asserted). A 2 s lease and a 0.5 s sweep (the soak's
 settings) keep the handover short; the waits end 20 s after the first create, after the kill
-and the handover: the whole run takes about 30 s on two cores."""
+and the handover: the whole run takes about 30 s on two cores. Once with the task store's Redis
+as broker, once with a RabbitMQ vhost of its own (where the machine has RabbitMQ)."""
 
 from __future__ import annotations
 
 import pytest
 
+from mcpq.ops.harness import rabbitmq
 from tests.support.benches import run_bench
 
 RUNS, CANCELS = 45, 20
@@ -17,8 +19,12 @@ ARGV += ["--window", "1", "--knob", "MCPQ_LEASE_S=2", "--knob", "MCPQ_SWEEP_INTE
 
 
 @pytest.mark.timeout(120)
-def test_the_waiting_runs_benchmark_hands_every_run_over_after_a_kill() -> None:
-    result = run_bench("waiting_runs", *ARGV, timeout=90)
+@pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
+def test_the_waiting_runs_benchmark_hands_every_run_over_after_a_kill(broker: str) -> None:
+    if broker == "rabbitmq" and (why := rabbitmq.unavailable()):
+        pytest.skip(why)
+    result = run_bench("waiting_runs", *ARGV, "--broker", broker, timeout=90)
+    assert result["broker"] == broker, result
     assert result["runs"] == result["held"] == RUNS and result["run_loop"], result
     assert result["waited_on"] == {"sleep": 15, "answer": 15, "http": 15}, result
     assert result["failures"] == 0, result
