@@ -6,8 +6,9 @@ Celery's queue and unacked hash)."""
 
 from __future__ import annotations
 
+import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -47,6 +48,11 @@ class Drained:
     window_cpu_s: float
     whole_s: float  #: from the worker's spawn to the last completion
     whole_cpu_s: float  #: all its process tree's CPU by then (start-up included)
+
+    @property
+    def ms_per_task(self) -> float:
+        """CPU per task in the window (ms)."""
+        return 1000 * self.window_cpu_s / max(1, self.window_tasks)
 
     def rate(self, kind: str) -> Rate:
         done = max(1, self.window_tasks)
@@ -120,14 +126,26 @@ def time_steady(
     return Steadied(n1 - n0, sent / sent_s if sent_s > 0 else 0.0, cpu1 - cpu0, t1 - t0)
 
 
-def worker_cost(drained: Drained, idle: float, steady: Steadied) -> WorkerCost:
+def median_drain(rounds: Sequence[Drained]) -> Drained:
+    """The round of median CPU per task (of an even number, the lower of the middle two): the
+    one a single figure quotes."""
+    ordered = sorted(rounds, key=lambda drained: drained.ms_per_task)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def worker_cost(rounds: Sequence[Drained], idle: float, steady: Steadied) -> WorkerCost:
+    """One worker's cost from its drains (``rounds``, in order), idle and steady runs."""
+    drained = median_drain(rounds)
     done, steady_done = max(1, drained.window_tasks), max(1, steady.tasks)
     return WorkerCost(
         drain_tasks=drained.total,
-        drain_ms=1000 * drained.window_cpu_s / done,
+        drain_ms=drained.ms_per_task,
         drain_per_s=done / drained.window_s,
-        drain_whole_ms=1000 * drained.whole_cpu_s / max(1, drained.total),
-        drain_whole_s=drained.whole_s,
+        drain_whole_ms=statistics.median(
+            1000 * one.whole_cpu_s / max(1, one.total) for one in rounds
+        ),
+        drain_whole_s=statistics.median(one.whole_s for one in rounds),
+        drain_rounds_ms=[round(one.ms_per_task, 4) for one in rounds],
         idle_ms_per_s=idle,
         steady_tasks=steady.tasks,
         steady_per_s=steady.per_s,

@@ -16,8 +16,15 @@ from functools import partial
 from pathlib import Path
 
 from mcpq.ops.bench import bare_celery, bench_tools
-from mcpq.ops.bench.capacity_bare import measure_bare
-from mcpq.ops.bench.capacity_phases import idle_ms_per_s, time_drain, time_steady, worker_cost
+from mcpq.ops.bench.capacity_bare import BareWorker
+from mcpq.ops.bench.capacity_phases import (
+    Drained,
+    idle_ms_per_s,
+    median_drain,
+    time_drain,
+    time_steady,
+    worker_cost,
+)
 from mcpq.ops.bench.capacity_profile import profile_worker
 from mcpq.ops.bench.capacity_report import Plan, Rate
 from mcpq.ops.bench.capacity_stacks import (
@@ -79,40 +86,62 @@ class WorkerMeasured:
 def measure_worker(
     pool_kind: str, plan: Plan, workdir: Path, profile_to: Path | None = None
 ) -> tuple[WorkerMeasured, int]:
-    """mcpq's worker of ``pool_kind``: a backlog drained, idle, a steady arrival (and, with
-    ``profile_to``, a profiled worker's steady run); then bare Celery's on the same Redis."""
+    """mcpq's worker of ``pool_kind`` against bare Celery's on the same Redis: backlogs drained
+    by each in turn (``plan.drain_rounds`` rounds), then mcpq's idle and steady runs (and, with
+    ``profile_to``, a profiled worker's steady run), then bare Celery's."""
     # The no-op tool (bench_noop: returns at once), as bare Celery's no-op task does nothing.
     tools = f"{DEFAULT_TOOLS},{bench_tools.MODULE}"
     stack = Stack(f"capacity-{pool_kind}", workdir, tools=tools, env=COUNTED)
     stack.knobs["WEB_CONCURRENCY"] = "2"  # the backlog is made before the worker starts
+    bare: BareWorker | None = None
     try:
         stack.start_redis()
         stack.start_web()
         load = Load(stack.url(), bench_tools.NOOP, {})
-        ids = asyncio.run(create_many(load, plan.backlog, 16))
         count = partial(completed, stack)
+        concurrency = Settings.from_env(stack.child_env()).concurrency(pool_kind)
+        bare = BareWorker(stack, pool_kind, concurrency, plan)
+        # In turn, so that the host's drift over the run (tens of percent within an hour) falls
+        # on both sides alike: each round's ratio compares two drains a minute apart at most.
+        mine: list[Drained] = []
+        theirs: list[Drained] = []
+        for round_ in range(plan.drain_rounds):
+            mine.append(_drain(stack, load, pool_kind, plan.backlog, round_))
+            theirs.append(bare.drain())
 
         def produce() -> tuple[int, float]:
             created, took = asyncio.run(paced_creates(load, plan.rate, plan.steady_s))
             return len(created), took
 
-        spawned = time.monotonic()
-        worker = stack.spawn_pool("mcpq", f"capacity-{pool_kind}", concurrency=None, pool=pool_kind)
-        drained = time_drain(worker, len(ids), count, spawned)
-        stack.stop_child(worker)
         # Idle and steady: a worker of mcpq's default settings (its counts written every second,
         # not every 50 ms as the drain's window needs), warmed first.
         worker = start_worker(stack, f"capacity-{pool_kind}-steady", pool_kind, **DEFAULT_FLUSH)
         warm(stack, load)
         idle = idle_ms_per_s(worker, plan.worker_idle_s)
-        mcpq = worker_cost(drained, idle, time_steady(worker, count, produce))
+        mcpq = worker_cost(mine, idle, time_steady(worker, count, produce))
         stack.stop_child(worker)
         profiled = None
         if profile_to is not None:
             profiled = profile_worker(stack, pool_kind, load, produce, mcpq.steady_ms, profile_to)
-        concurrency = Settings.from_env(stack.child_env()).concurrency(pool_kind)
-        bare = measure_bare(stack, pool_kind, concurrency, plan)
-        versus = Versus(pool_kind, bare_celery.POOLS[pool_kind], concurrency, mcpq, bare)
-        return WorkerMeasured(drained.rate(pool_kind), versus, profiled), load.failures
+        versus = Versus(
+            pool_kind, bare_celery.POOLS[pool_kind], concurrency, mcpq, bare.finish(theirs)
+        )
+        rate = median_drain(mine).rate(pool_kind)
+        return WorkerMeasured(rate, versus, profiled), load.failures
     finally:
+        if bare is not None:
+            bare.close()
         stack.close()
+
+
+def _drain(stack: Stack, load: Load, pool_kind: str, backlog: int, round_: int) -> Drained:
+    """A backlog of ``backlog`` no-op tasks created while no worker runs, then drained by one
+    mcpq worker of ``pool_kind`` started after."""
+    before = completed(stack)
+    ids = asyncio.run(create_many(load, backlog, 16))
+    spawned = time.monotonic()
+    name = f"capacity-{pool_kind}-{round_}"
+    worker = stack.spawn_pool("mcpq", name, concurrency=None, pool=pool_kind)
+    drained = time_drain(worker, len(ids), lambda: completed(stack) - before, spawned)
+    stack.stop_child(worker)
+    return drained

@@ -30,14 +30,18 @@ class Plan:
     rate: float  #: the steady arrival of no-op tasks at a worker, tasks/s
     steady_s: float  #: for this long
     worker_idle_s: float  #: a worker's idle CPU (``/proc`` counts 10 ms ticks: not too short)
+    #: Drains of a backlog by each worker against bare Celery's, mcpq's and bare Celery's in
+    #: turn (their median and the median of each round's ratio are reported): one drain of each
+    #: moved by ±0.2 in ratio between runs on a shared host.
+    drain_rounds: int
 
     @classmethod
     def full(cls, procs: int) -> Plan:
-        return cls(10.0, 32, procs, 3000, 2000, 300, 3.0, 5.0, 200.0, 10.0, 10.0)
+        return cls(10.0, 32, procs, 3000, 2000, 300, 3.0, 5.0, 200.0, 10.0, 10.0, 3)
 
     @classmethod
     def quick(cls, procs: int) -> Plan:
-        return cls(1.5, 6, procs, 120, 60, 20, 1.0, 1.0, 50.0, 1.0, 1.0)
+        return cls(1.5, 6, procs, 120, 60, 20, 1.0, 1.0, 50.0, 1.0, 1.0, 2)
 
 
 @dataclass

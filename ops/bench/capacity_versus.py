@@ -5,6 +5,7 @@ each one's idle CPU; and where mcpq's worker's CPU went over a steady run (``--p
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -14,15 +15,17 @@ class WorkerCost:
     """CPU of one worker process tree (prefork children included; ``/proc``, user + system)."""
 
     drain_tasks: int  #: the backlog, queued while the worker was stopped
-    drain_ms: float  #: CPU per task between 10 % and 90 % of the backlog
-    drain_per_s: float  #: tasks/s in that window
+    drain_ms: float  #: CPU per task between 10 % and 90 % of the backlog: the median round's
+    drain_per_s: float  #: tasks/s in that window, the same round's
     drain_whole_ms: float  #: CPU per task from the process's start to the last completion
-    drain_whole_s: float  #: wall seconds from its start to the last completion
+    drain_whole_s: float  #: wall seconds from its start to the last completion (both medians)
     idle_ms_per_s: float  #: CPU per second, up and idle (no task for a while)
     steady_tasks: int  #: tasks completed of the steady arrival
     steady_per_s: float  #: the arrival rate achieved
     steady_ms: float  #: CPU from the first arrival to the last completion, per task
     steady_busy: float  #: CPU seconds per second over that
+    #: each drain's CPU per task (10-90 %), in the order run (a round: mcpq's, then bare's)
+    drain_rounds_ms: list[float] = field(default_factory=list)
 
     @property
     def idle_share_ms(self) -> float:
@@ -51,11 +54,19 @@ class Versus:
     mcpq: WorkerCost
     bare: WorkerCost
 
+    def round_ratios(self) -> list[float | None]:
+        """Each round's drain ratio: mcpq's drain over the bare drain run right after it."""
+        pairs = zip(self.mcpq.drain_rounds_ms, self.bare.drain_rounds_ms, strict=True)
+        return [_ratio(mine, theirs) for mine, theirs in pairs]
+
     def ratios(self) -> dict[str, float | None]:
-        """mcpq's CPU per task over bare Celery's, by measurement."""
+        """mcpq's CPU per task over bare Celery's, by measurement; the drain's is the median of
+        the rounds' ratios (each round's two drains ran minutes apart at most, so the host's
+        drift between rounds cancels)."""
         m, b = self.mcpq, self.bare
+        rounds = [ratio for ratio in self.round_ratios() if ratio is not None]
         return {
-            "drain": _ratio(m.drain_ms, b.drain_ms),
+            "drain": round(statistics.median(rounds), 3) if rounds else None,
             "drain_whole": _ratio(m.drain_whole_ms, b.drain_whole_ms),
             "steady": _ratio(m.steady_ms, b.steady_ms),
             "idle": _ratio(m.idle_ms_per_s, b.idle_ms_per_s),
@@ -66,6 +77,7 @@ class Versus:
         for side in ("mcpq", "bare"):
             out[side]["idle_share_ms"] = round(getattr(self, side).idle_share_ms, 4)
         out["ratios"] = self.ratios()
+        out["drain_round_ratios"] = self.round_ratios()
         return out
 
 
@@ -81,8 +93,10 @@ def render_versus(rows: list[Versus]) -> list[str]:
     for row in rows:
         m, b, ratio = row.mcpq, row.bare, row.ratios()
         head = f"{row.kind} ({row.bare_pool}, {row.concurrency})"
+        rounds = len(m.drain_rounds_ms)
         measured = [
-            (f"drain, 10-90 % of {m.drain_tasks}", m.drain_ms, b.drain_ms, ratio["drain"]),
+            (f"drain, 10-90 % of {m.drain_tasks}, x{rounds}", m.drain_ms, b.drain_ms,
+             ratio["drain"]),
             ("drain, from the worker's start", m.drain_whole_ms, b.drain_whole_ms,
              ratio["drain_whole"]),
             (f"steady, {m.steady_per_s:.0f}/s ({b.steady_per_s:.0f}/s bare)", m.steady_ms,
@@ -92,6 +106,14 @@ def render_versus(rows: list[Versus]) -> list[str]:
             lines.append(
                 f"  {head if i == 0 else '':<30}{what:<34}{mine:8.3f}{theirs:10.3f}{_times(times)}"
             )
+            if i == 0 and rounds > 1:
+                each = ", ".join(
+                    f"{mine:.3f}/{theirs:.3f}={_times(times).strip()}"
+                    for mine, theirs, times in zip(
+                        m.drain_rounds_ms, b.drain_rounds_ms, row.round_ratios(), strict=True
+                    )
+                )
+                lines.append(f"  {'':<30}(medians; by round, mcpq/bare: {each})")
         lines.append(
             f"  {'':<30}{'idle, CPU ms per second':<34}{m.idle_ms_per_s:8.1f}"
             f"{b.idle_ms_per_s:10.1f}{_times(ratio['idle'])}"
