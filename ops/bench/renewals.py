@@ -10,7 +10,9 @@ Two windows, one after the other, on a Redis that only this stack uses:
 - ``MONITOR`` over the second: every EVALSHA of the ``renew`` script (its SHA1 from the store's
   script registry, ``mcpq.shared.store.scripts``), by Redis's own clock and the client
   connection it came on. The keeper renews all its runs in one pipeline, then sleeps a period,
-  so its renewals come in bursts apart by at least a period: a burst is one renewal round. Its
+  so its renewals come in bursts apart by at least a period: a burst is one renewal round (or,
+  where a keeper late for its period sends them back to back, each run once: a run renewed
+  again begins the next round). Its
   runs are the refs its scripts name (a call renews up to ``RENEW_CHUNK`` runs of one shard),
   its round trips the connections they came on (a pipeline is one connection's). The first
   burst is left out (it may have begun before MONITOR did), and so is the last if it may have
@@ -149,13 +151,19 @@ Renewal = tuple[float, bytes, bytes]  # Redis's time, the client's address, the 
 
 
 def _rounds(renewals: list[Renewal], gap: float) -> list[list[Renewal]]:
-    """Renewals split where ``gap`` seconds passed without one."""
+    """Renewals split into rounds: where ``gap`` seconds passed without one, or where a run is
+    renewed again (a round renews each run once: a keeper late for its period, its rounds back
+    to back, still shows each of them)."""
     rounds: list[list[Renewal]] = []
+    refs: set[bytes] = set()
     for renewal in renewals:
-        if rounds and renewal[0] - rounds[-1][-1][0] < gap:
+        at, _, ref = renewal
+        if rounds and at - rounds[-1][-1][0] < gap and ref not in refs:
             rounds[-1].append(renewal)
         else:
             rounds.append([renewal])
+            refs = set()
+        refs.add(ref)
     return rounds
 
 
