@@ -23,6 +23,8 @@ questions once answered. ``--run-loop``: async runs await on the worker's run lo
 messages go through a vhost of the run's own on the machine's RabbitMQ (deleted after) instead of
 the task store's Redis. Measured, in order:
 
+- **all created after**: seconds from the first create until the last create was answered (the
+  web's pace, and on RabbitMQ its publisher confirms');
 - **all running after**: seconds from the first create until every task is held by a run (its
   task hash's ``lease`` set by a claim); the worker's threads then, and the requests the slow
   server holds;
@@ -144,6 +146,9 @@ class Waiting:
     cancel_max_by_kind: dict[str, float] = dataclasses.field(default_factory=dict)
     #: Requests that failed (creates, cancels, answers).
     failures: int = 0
+    #: Seconds from the first create until the last was answered (the web's and the broker's
+    #: pace: what "all running" cannot beat).
+    created_after_s: float = 0.0
     #: Celery's broker: the task store's Redis (``redis``), or a RabbitMQ vhost of the run's own.
     broker: str = "redis"
 
@@ -162,6 +167,7 @@ class Waiting:
         lines = [
             f"{self.runs} waiting runs ({kind}) on one io worker process, {self.broker} as broker",
             f"  settings: {settings}; the waits end after {self.seconds:g} s",
+            f"  all created after         {self.created_after_s:9.2f} s",
             f"  all running after         {self.running_after_s:9.2f} s"
             + ("" if self.held == self.runs else f" (only {self.held} of {self.runs})"),
         ]
@@ -231,7 +237,7 @@ def waiting(
         load = Load(stack.url(), capabilities={"elicitation": {"form": {}}})
         specs = specs_of(kinds, runs, seconds, server)
         admin = redis.Redis.from_url(stack.redis_url, decode_responses=True)
-        created, started_s, held = asyncio.run(wait_many(load, specs, admin))
+        created, created_s, started_s, held = asyncio.run(wait_many(load, specs, admin))
         ids = [task_id for task_id, _ in created]
         threads = thread_count(process_tree(worker.popen.pid))
         http_runs = sum(1 for _, tool in created if tool == ASYNC_HTTP)
@@ -264,6 +270,7 @@ def waiting(
     return Waiting(
         runs=runs,
         running_after_s=started_s,
+        created_after_s=created_s,
         short_tool_s=short_s,
         cancel_max_s=max(cancels, default=0.0),
         cancel_max_by_kind=cancel_by_kind,

@@ -26,6 +26,7 @@ def test_the_waiting_runs_benchmark_hands_every_run_over_after_a_kill(broker: st
     result = run_bench("waiting_runs", *ARGV, "--broker", broker, timeout=90)
     assert result["broker"] == broker, result
     assert result["runs"] == result["held"] == RUNS and result["run_loop"], result
+    assert 0 < result["created_after_s"] <= result["running_after_s"], result
     assert result["waited_on"] == {"sleep": 15, "answer": 15, "http": 15}, result
     assert result["failures"] == 0, result
     assert result["http_held"] == 15, result  # every HTTP run was in its GET
