@@ -31,7 +31,7 @@ from mcpq.shared.redis_tls import redis_tls
 from mcpq.shared.settings import Settings
 from mcpq.shared.store.aio import AsyncTaskStore
 from mcpq.shared.store.keyspace import Keys
-from mcpq.shared.store.lean import LeanPool, LeanSyncPool, lean_connections
+from mcpq.shared.store.lean import LeanPool, LeanSyncPool, lean_connections, sync_packer
 from mcpq.shared.store.payloads import Payloads
 from mcpq.shared.store.sync import TaskStore
 from mcpq.shared.store.tally import StatsTally
@@ -142,6 +142,7 @@ def sync_client(settings: Settings, *, block_s: float = 0.0) -> redis.Redis:
         health_check_interval=30,
         retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
         maint_notifications_config=NO_MAINT_NOTIFICATIONS,
+        **sync_packer(),
     )
     return redis.Redis.from_pool(pool)  # the client owns (and closes) its pool
 

@@ -204,6 +204,32 @@ def lean_connections(pool: aioredis.ConnectionPool) -> aioredis.ConnectionPool:
     return pool
 
 
+class LeanPacker:
+    """A synchronous connection's command packer (redis-py's ``command_packer``): a command named
+    in one word, of str, bytes and numbers (every one the store sends), goes to hiredis as it is.
+    redis-py's own hiredis packer first rebuilds the tuple of arguments, testing each one's
+    type: a renewal round of 10,000 runs sends 30,000 arguments, and that pass was about a
+    tenth of the lease keeper's time. Anything else takes redis-py's way, and its errors."""
+
+    def __init__(self) -> None:
+        self._other = redis.connection.HiredisRespSerializer()
+
+    def pack(self, *args: Any) -> list[bytes]:
+        if _pack is not None and isinstance(args[0], str) and " " not in args[0]:
+            try:
+                return [_pack(args)]
+            except TypeError:
+                pass  # an argument hiredis does not take: redis-py's way, and its error
+        packed: list[bytes] = self._other.pack(*args)
+        return packed
+
+
+def sync_packer() -> dict[str, Any]:
+    """The connection option that packs with :class:`LeanPacker` (none without hiredis: then
+    redis-py packs in Python, as it would anyway)."""
+    return {"command_packer": LeanPacker()} if _pack is not None else {}
+
+
 @functools.cache
 def lean_sync_enabled() -> bool:
     """Whether this redis-py's blocking pool has what :class:`LeanSyncPool` uses."""

@@ -23,7 +23,7 @@ import redis
 from mcpq.shared.errors import StoreUnavailable
 from mcpq.shared.store import rotation, run_calls, stats
 from mcpq.shared.store.call_types import PipelineCall, ScriptCall
-from mcpq.shared.store.keyspace import Keys
+from mcpq.shared.store.keyspace import Keys, shard_index
 from mcpq.shared.store.payloads import PLAIN, Payloads
 from mcpq.shared.store.plans import Eval, Plan, args_at
 from mcpq.shared.store.records import TaskRecord
@@ -178,9 +178,10 @@ class TaskStore:
         ``min_peers``: a run of its own counts its parent's group, ``mcpq.workers.solo``)."""
         peers = max(len(runs) - 1, min_peers)
         # One call of the script per shard and chunk, all in one pipeline (see renew.lua).
-        by_shard: dict[str, list[int]] = {}
+        by_shard: dict[int, list[int]] = {}
+        shards = self._keys.shards
         for i, (ref, _) in enumerate(runs):
-            by_shard.setdefault(self._keys.at(ref).unclaimed, []).append(i)
+            by_shard.setdefault(shard_index(ref, shards), []).append(i)
         chunks = [
             members[start : start + run_calls.RENEW_CHUNK]
             for members in by_shard.values()
