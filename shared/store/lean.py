@@ -96,13 +96,21 @@ class LeanWrites:
         # (every one the store sends) of str, bytes and numbers goes to hiredis as it is;
         # redis-py's own serializer first rebuilds the tuple for what hiredis cannot take
         # (a memoryview, "SCRIPT LOAD" in one string), 6 µs more per command.
-        if _pack is not None and isinstance(args[0], str) and " " not in args[0]:
-            try:
-                return [_pack(args)]
-            except TypeError:
-                pass  # an argument hiredis does not take: redis-py's way, and its error
+        if (fast := _fast_pack(args)) is not None:
+            return fast
         packed: list[bytes] = super().pack_command(*args)  # type: ignore[misc]
         return packed
+
+
+def _fast_pack(args: tuple[Any, ...]) -> list[bytes] | None:
+    """``args`` packed by hiredis as they are, or ``None``: a command named in more than one
+    word, an argument hiredis does not take (redis-py's way then, and its error)."""
+    if _pack is not None and isinstance(args[0], str) and " " not in args[0]:
+        try:
+            return [_pack(args)]
+        except TypeError:
+            pass
+    return None
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         conn: Any = self
@@ -215,11 +223,8 @@ class LeanPacker:
         self._other = redis.connection.HiredisRespSerializer()
 
     def pack(self, *args: Any) -> list[bytes]:
-        if _pack is not None and isinstance(args[0], str) and " " not in args[0]:
-            try:
-                return [_pack(args)]
-            except TypeError:
-                pass  # an argument hiredis does not take: redis-py's way, and its error
+        if (fast := _fast_pack(args)) is not None:
+            return fast
         packed: list[bytes] = self._other.pack(*args)
         return packed
 
