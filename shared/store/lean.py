@@ -86,6 +86,17 @@ def lean_enabled() -> bool:
     )
 
 
+def _fast_pack(args: tuple[Any, ...]) -> list[bytes] | None:
+    """``args`` packed by hiredis as they are, or ``None``: a command named in more than one
+    word, an argument hiredis does not take (redis-py's way then, and its error)."""
+    if _pack is not None and isinstance(args[0], str) and " " not in args[0]:
+        try:
+            return [_pack(args)]
+        except TypeError:
+            pass
+    return None
+
+
 class LeanWrites:
     """Mixed in before a redis-py asyncio connection class (TCP, TLS, Unix socket,
     Sentinel-managed): commands packed by hiredis, and written without a task per write."""
@@ -100,17 +111,6 @@ class LeanWrites:
             return fast
         packed: list[bytes] = super().pack_command(*args)  # type: ignore[misc]
         return packed
-
-
-def _fast_pack(args: tuple[Any, ...]) -> list[bytes] | None:
-    """``args`` packed by hiredis as they are, or ``None``: a command named in more than one
-    word, an argument hiredis does not take (redis-py's way then, and its error)."""
-    if _pack is not None and isinstance(args[0], str) and " " not in args[0]:
-        try:
-            return [_pack(args)]
-        except TypeError:
-            pass
-    return None
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         conn: Any = self
