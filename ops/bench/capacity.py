@@ -16,8 +16,9 @@ never the shared one), with a no-op tool (``slow_compute seconds=0``; the worker
    prefetch and slots, Celery's ``threads`` pool for io and ``prefork`` for cpu, on the same
    Redis): each worker's CPU per no-op task in that drain (10-90 %, and from the worker's
    start; mcpq's and bare Celery's drains in turn, three rounds, their medians and the median
-   of the rounds' ratios), at a steady arrival (``--rate``, 200/s, for 10 s: mcpq's tasks created through the
-   web by a paced client, bare Celery's sent by a paced producer) and idle, and the ratios
+   of the rounds' ratios), at a steady arrival (``--rate``, 200/s, for 10 s: mcpq's tasks
+   created through the web by a paced client, bare Celery's sent by a paced producer) and
+   idle, and the ratios
    (``mcpq.ops.bench.capacity_bare``). With ``--profile [io|cpu]``, a worker of that kind
    profiled over a steady run of its own: every thread on its CPU clock, the top entries printed
    and the merged ``pstats`` written to ``--profile-out`` (``mcpq.ops.bench.capacity_profile``).
