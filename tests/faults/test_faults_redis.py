@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +18,9 @@ from typing import Any
 
 import pytest
 
+from mcpq.ops.harness.children import Child
 from mcpq.ops.harness.mcp_client import McpClient, Reply, text_of
+from mcpq.ops.harness.stack import Stack
 from mcpq.ops.runtime.processes import wait_until
 from mcpq.shared.store import task_ref
 from tests.faults.support import (
@@ -101,9 +105,12 @@ MIX = 50 + 20 + 10 + 20 + 60 + 4 + 4 + 32
 def test_200_tasks_survive_a_redis_restart(make_stack: MakeStack, tmp_path: Path) -> None:
     knobs = {"MCPQ_INPUT_HOLD_S": "0.3", "MCPQ_POLL_INTERVAL_MS": "500"}
     stack = make_stack(workers=0, env=knobs, aof=True)
-    stack.start_worker(concurrency=2)
-    stack.start_worker(concurrency=2)
-    stack.start_worker(queues=HELD_QUEUE, concurrency=4, MCPQ_INPUT_HOLD_S="300")
+    # Each worker's prefetch is its concurrency (multiplier 1): kept for a failure's report.
+    slots = {
+        stack.start_worker(concurrency=2).name: 2,
+        stack.start_worker(concurrency=2).name: 2,
+        stack.start_worker(queues=HELD_QUEUE, concurrency=4, MCPQ_INPUT_HOLD_S="300").name: 4,
+    }
     processes = [(c, c.popen.pid) for c in stack.workers + stack.webs]
     calls = tmp_path / "calls.txt"
     started = time.monotonic()
@@ -166,15 +173,7 @@ def test_200_tasks_survive_a_redis_restart(make_stack: MakeStack, tmp_path: Path
         # Down until every client gave up: the web tier answers 503, every worker's consumer
         # failed to reconnect, and the 8 runs in progress died of it (their Redis retries ran out).
         _unavailable(client.get(acknowledged[0]))
-        running = [task_ref(t) for g in RUNNING for t in groups[g]]
-
-        def everyone_noticed() -> bool:
-            logs = [w.log() for w in stack.workers]
-            died = all(any(f"[{ref}] raised unexpected" in log for log in logs) for ref in running)
-            # The consumer's reconnect is mcpq's own (mcpq.workers.broker_watch), bounded in time.
-            return died and all("cannot reach the broker at" in log for log in logs)
-
-        wait_until(everyone_noticed, timeout=20, interval=0.1, message="the outage noticed")
+        _wait_until_everyone_noticed(stack, slots, groups)
         stack.start_redis_again()
         downtime = time.monotonic() - restart_at
 
@@ -217,6 +216,71 @@ def test_200_tasks_survive_a_redis_restart(make_stack: MakeStack, tmp_path: Path
         assert watch.last[task_id]["result"].get("isError") is True
     assert all(child.alive and child.popen.pid == pid for child, pid in processes), "no restarts"
     assert set(open_gauges(stack).values()) == {0}, open_gauges(stack)
+
+
+def _wait_until_everyone_noticed(
+    stack: Stack, slots: dict[str, int], groups: dict[str, list[str]]
+) -> None:
+    """Every worker's runs in progress died of the outage, and every worker noticed it."""
+    tools = {"working": "slow_compute", "held": "ask_held"}
+    running = {task_ref(t): tools[g] for g in RUNNING for t in groups[g]}
+
+    def everyone_noticed() -> bool:
+        logs = [w.log() for w in stack.workers]
+        died = all(any(f"[{ref}] raised unexpected" in log for log in logs) for ref in running)
+        # The consumer's reconnect is mcpq's own (mcpq.workers.broker_watch), bounded in time.
+        return died and all("cannot reach the broker at" in log for log in logs)
+
+    try:
+        wait_until(everyone_noticed, timeout=20, interval=0.1, message="the outage noticed")
+    except TimeoutError:
+        pytest.fail(_outage_not_noticed(stack, slots, running))
+
+
+def _outage_not_noticed(stack: Stack, slots: dict[str, int], running: dict[str, str]) -> str:
+    """Why not every worker noticed the outage: for each worker that did not log it, the runs it
+    held (its prefetch in use: kombu's Redis channel sends BRPOP only while it has credit, so with
+    every slot held none was in flight and only the remote-control subscription could see the
+    loss), which of them died of it, and where its event loop was."""
+    logs = {worker.name: worker.log() for worker in stack.workers}
+    died = {ref for ref in running if any(f"[{ref}] raised unexpected" in v for v in logs.values())}
+    alive = [ref[:12] for ref in running if ref not in died]
+    lines = [f"not every worker noticed the outage (runs that did not die of it: {alive}):"]
+    for worker in stack.workers:
+        log = logs[worker.name]
+        if "cannot reach the broker at" in log:
+            continue
+        held = [
+            ref for ref, tool in running.items() if worker in stack.worker_that_received(tool, ref)
+        ]
+        ended = sum(ref in died for ref in held)
+        full = len(held) >= slots[worker.name]
+        lines.append(
+            f"- {worker.name}: Celery's 'Connection to broker lost' "
+            f"{'logged' if 'Connection to broker lost' in log else 'not logged'}; prefetch in use "
+            f"{len(held)}/{slots[worker.name]} ({ended} of those runs died of the outage); "
+            f"BRPOP in flight at the loss: {'no (no credit)' if full else 'likely (credit left)'}; "
+            f"its event loop (main thread):\n{_main_thread(worker)}"
+        )
+    return "\n".join(lines)
+
+
+def _main_thread(worker: Child) -> str:
+    """The worker's main thread, its consumer's event loop, as Celery's SIGUSR1 handler prints
+    every thread's stack into its log."""
+    before = len(worker.log())
+    os.kill(worker.popen.pid, signal.SIGUSR1)
+    time.sleep(1.0)
+    dump = worker.log()[before:]
+    start = dump.find("MainThread\n")
+    if start < 0:
+        return "(no stack dump)"
+    frames: list[str] = []
+    for line in dump[start:].splitlines()[2:]:  # past the thread's name and its underline
+        if line.startswith("=") or "in cry_handler" in line:  # its locals, or the dump itself
+            break
+        frames.append(line)
+    return "\n".join(frames[-24:])  # the innermost frames: where the loop is
 
 
 # -- a cancel the store lost after Celery's revoke went out ---------------------------------------
