@@ -23,6 +23,7 @@ Installed by ``mcpq.workers.celery_app`` as Celery's ``worker_consumer``.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any, Protocol, runtime_checkable
 
@@ -59,8 +60,38 @@ class Configured(Protocol):
     settings: Settings
 
 
+#: This process's consumer, once made (its pid with it: a forked pool process inherits the
+#: reference, not the consumer's connection).
+_consumer: tuple[int, Any] | None = None
+
+
+def task_event_dispatcher() -> Any | None:
+    """The consumer's event dispatcher, when it sends task events now (``-E``,
+    ``MCPQ_TASK_EVENTS``, or Flower's ``enable_events``, which adds the ``task`` group); ``None``
+    when it does not, or in a process with no consumer of its own (a prefork pool process)."""
+    held = _consumer
+    if held is None or held[0] != os.getpid():
+        return None
+    dispatcher = getattr(held[1], "event_dispatcher", None)
+    if dispatcher is None or not dispatcher.enabled:
+        return None
+    groups = dispatcher.groups  # None: every group, as with task events on from the start
+    return dispatcher if not groups or "task" in groups else None
+
+
+def has_consumer() -> bool:
+    """Whether this process runs the worker's consumer (an io pool's process does; a prefork
+    pool process does not)."""
+    return _consumer is not None and _consumer[0] == os.getpid()
+
+
 class BoundedConsumer(Consumer):
     """Celery's consumer, with :meth:`ensure_connected` bounded in time, and without Gossip."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        global _consumer
+        super().__init__(*args, **kwargs)
+        _consumer = (os.getpid(), self)
 
     # celery-types declares Consumer.Blueprint a variable, not the class it is.
     class Blueprint(Consumer.Blueprint):  # type: ignore[misc,valid-type]

@@ -34,7 +34,7 @@ from mcpq.shared.settings import Settings
 from mcpq.shared.store import open_store
 from mcpq.shared.store.clients import store_keys, sync_client
 from mcpq.shared.store.wakeups import Wakeups
-from mcpq.workers import run_loop, run_metrics, solo
+from mcpq.workers import broker_watch, run_loop, run_metrics, solo
 from mcpq.workers.heartbeat import LeaseKeeper
 from mcpq.workers.io_pool import current_slot
 from mcpq.workers.outcomes import RunOutcome
@@ -130,9 +130,17 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
 
         def on_state(state: str) -> None:
             # Not self.send_event: Celery keeps the request per thread; this sends the state of
-            # this job whichever thread reports it.
-            with app.events.default_dispatcher(hostname=hostname) as dispatcher:
-                dispatcher.send(f"task-{state}", uuid=job_id, retry=True)
+            # this job whichever thread reports it. In the consumer's process (an io pool) it
+            # goes out as Celery's own task events do, through the consumer's dispatcher and
+            # only while task events are on: a dispatcher of its own each time (a producer, a
+            # channel, a Redis client) cost a run about a millisecond for an event nobody asked
+            # for, and retried without bound through a broker outage.
+            if broker_watch.has_consumer():
+                if (dispatcher := broker_watch.task_event_dispatcher()) is not None:
+                    dispatcher.send(f"task-{state}", uuid=job_id)
+                return
+            with app.events.default_dispatcher(hostname=hostname) as own:
+                own.send(f"task-{state}", uuid=job_id, retry=True)
 
         # A prefork pool process runs its job on its main thread, one at a time: a run that
         # ignores its cancel may be stopped by killing the process. An io pool runs many jobs
