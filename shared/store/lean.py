@@ -36,6 +36,10 @@ queue is empty (then redis-py waits for one, bounded by the pool's timeout), a s
 connection yet (redis-py makes it), the process forked, a maintenance notification rewrites
 the pool, or the connection is not the pool's own.
 
+The workers' synchronous connections pack commands with :class:`LeanPacker`: hiredis directly,
+as :class:`LeanWrites` does for the web's, without redis-py's pass over every argument (a
+renewal round of 10,000 runs is 30,000 of them).
+
 All rely on redis-py's pool and connection attributes (``_available_connections``,
 ``_in_use_connections``, ``_condition``, ``_writer``, the blocking pool's ``pool`` queue...).
 :func:`lean_enabled` and :func:`lean_sync_enabled` check them on first use and, should a
