@@ -41,7 +41,7 @@ class Plan:
 
     @classmethod
     def quick(cls, procs: int) -> Plan:
-        return cls(1.5, 6, procs, 120, 60, 20, 1.0, 1.0, 50.0, 1.0, 1.0, 2)
+        return cls(1.5, 6, procs, 120, 60, 20, 1.0, 1.0, 50.0, 1.0, 1.0, 1)
 
 
 @dataclass
