@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from mcpq.ops.harness.children import Child
 from mcpq.ops.harness.mcp_client import McpClient, Reply, text_of
 from mcpq.ops.harness.stack import Stack
 from mcpq.ops.runtime.processes import wait_until
@@ -32,6 +29,7 @@ from tests.faults.support import (
     percentile,
 )
 from tests.faults.tools_faults import HELD_QUEUE
+from tests.support.worker_stack import main_thread_stack
 
 pytestmark = [pytest.mark.faults]
 
@@ -260,27 +258,9 @@ def _outage_not_noticed(stack: Stack, slots: dict[str, int], running: dict[str, 
             f"{'logged' if 'Connection to broker lost' in log else 'not logged'}; prefetch in use "
             f"{len(held)}/{slots[worker.name]} ({ended} of those runs died of the outage); "
             f"BRPOP in flight at the loss: {'no (no credit)' if full else 'likely (credit left)'}; "
-            f"its event loop (main thread):\n{_main_thread(worker)}"
+            f"its event loop (main thread):\n{main_thread_stack(worker)}"
         )
     return "\n".join(lines)
-
-
-def _main_thread(worker: Child) -> str:
-    """The worker's main thread, its consumer's event loop, as Celery's SIGUSR1 handler prints
-    every thread's stack into its log."""
-    before = len(worker.log())
-    os.kill(worker.popen.pid, signal.SIGUSR1)
-    time.sleep(1.0)
-    dump = worker.log()[before:]
-    start = dump.find("MainThread\n")
-    if start < 0:
-        return "(no stack dump)"
-    frames: list[str] = []
-    for line in dump[start:].splitlines()[2:]:  # past the thread's name and its underline
-        if line.startswith("=") or "in cry_handler" in line:  # its locals, or the dump itself
-            break
-        frames.append(line)
-    return "\n".join(frames[-24:])  # the innermost frames: where the loop is
 
 
 # -- a cancel the store lost after Celery's revoke went out ---------------------------------------

@@ -22,34 +22,16 @@ from pathlib import Path
 
 import pytest
 
-from mcpq.ops.harness.children import Child
 from mcpq.ops.harness.mcp_client import McpClient
 from mcpq.ops.runtime.processes import wait_until
 from mcpq.shared.settings import DEFAULT_TOOLS
 from mcpq.shared.store import task_ref
 from tests.support.stacks import POOLS, LiveStack
+from tests.support.worker_stack import main_thread_stack
 
 #: Celery's heartbeat interval (``celery.worker.heartbeat.Heart``): Redis stays frozen longer.
 HEARTBEAT_S = 2.0
 SLOTS = 2
-
-
-def _main_thread_stack(worker: Child) -> str:
-    """The worker's main thread (its consumer's event loop) as Celery's SIGUSR1 handler prints
-    it, for a failure message."""
-    before = len(worker.log())
-    os.kill(worker.popen.pid, signal.SIGUSR1)
-    time.sleep(1.0)
-    dump = worker.log()[before:]
-    start = dump.find("MainThread\n")
-    if start < 0:
-        return worker.tail(60)
-    frames: list[str] = []
-    for line in dump[start:].splitlines()[2:]:  # past the thread's name and its underline
-        if line.startswith("=") or "in cry_handler" in line:  # its locals, or the dump itself
-            break
-        frames.append(line)
-    return "\n".join(frames[-24:])
 
 
 @pytest.mark.timeout(60)
@@ -81,7 +63,7 @@ def test_a_broker_lost_during_a_heartbeat_is_noticed_with_every_slot_busy(
         except TimeoutError:
             pytest.fail(
                 f"the {pool} worker did not notice the broker's loss in 10 s; its event loop:\n"
-                f"{_main_thread_stack(worker)}"
+                f"{main_thread_stack(worker)}"
             )
         assert "Unrecoverable error" not in worker.log()
         assert worker.alive
