@@ -80,6 +80,11 @@ async def _wrapped(future: Awaitable[R]) -> R:
     return await future
 
 
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 def _advance(plan: WaitPlan[T]) -> tuple[bool, Any]:
     """One stretch of ``plan``'s round trips: (False, seconds to wait) or (True, its value).
     (A ``StopIteration`` cannot cross a future: it is turned into a value here.)"""
@@ -95,7 +100,12 @@ class AsyncRunContext:
     def __init__(self, ctx: RunContext) -> None:
         self._ctx = ctx
         self._turn: asyncio.Lock | None = None  # made on the tool's loop, at its first call
-        self._changed: asyncio.Event | None = None
+        # (On the loop's thread only.) The watch was notified since the last wait ended, and
+        # the future the wait awaits now. Not an ``asyncio.Event`` and ``wait_for``: those
+        # are a deque, a task (with its step driver) and a future for each waiting run, the
+        # largest part of a waiting run's memory after the tool's own.
+        self._notified = False
+        self._waiter: asyncio.Future[None] | None = None
         self._wake: Callable[[], None] | None = None
 
     def close(self) -> None:
@@ -108,12 +118,12 @@ class AsyncRunContext:
     def _started(self) -> asyncio.Lock:
         if self._turn is None:
             loop = asyncio.get_running_loop()
-            self._turn, self._changed = asyncio.Lock(), asyncio.Event()
-            changed = self._changed
+            self._turn = asyncio.Lock()
+            woken = self._woken
 
             def wake() -> None:  # on the notifying thread (the pub/sub listener, the keeper)
                 with contextlib.suppress(RuntimeError):  # the loop closed: the run is over
-                    loop.call_soon_threadsafe(changed.set)
+                    loop.call_soon_threadsafe(woken)
 
             self._ctx.watch.on_notify = self._wake = wake
         return self._turn
@@ -135,13 +145,25 @@ class AsyncRunContext:
     async def _wait(self, seconds: float) -> None:
         """Until the run's watch is notified (an answer, a cancel, an interrupt) or ``seconds``
         pass; the plan looks at the task again either way (as ``Watch.wait``)."""
-        changed, watch = self._changed, self._ctx.watch
-        assert changed is not None
-        if seconds > 0 and not watch.changed.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), seconds)
-        changed.clear()
+        watch = self._ctx.watch
+        if seconds > 0 and not watch.changed.is_set() and not self._notified:
+            loop = asyncio.get_running_loop()
+            self._waiter = waiter = loop.create_future()
+            timer = loop.call_later(seconds, _resolve, waiter)
+            try:
+                await waiter
+            finally:  # (a cancel too: the timer must not outlive the wait)
+                timer.cancel()
+                self._waiter = None
+        self._notified = False
         watch.changed.clear()
+
+    def _woken(self) -> None:
+        """(On the loop.) The watch was notified: the wait going on ends, or the next one
+        returns at once."""
+        self._notified = True
+        if self._waiter is not None:
+            _resolve(self._waiter)
 
     async def _in_turn(self, make: Callable[[], WaitPlan[T]]) -> T:
         """A wait of this run, in its turn; ``make`` builds the plan once the turn is ours (a

@@ -18,6 +18,7 @@ from typing import Any, TypeVar, overload
 from mcpq.shared import tracing
 from mcpq.shared.elicitation import Elicited, form, one_model, url_result
 from mcpq.shared.errors import ToolError
+from mcpq.shared.flag import Flag
 from mcpq.shared.resources import ResourceNotFound, TemplateArgumentsInvalid
 from mcpq.shared.resources import read as read_resource
 from mcpq.shared.store import InputPoll, Reply, TaskStatus, TaskStore
@@ -99,7 +100,7 @@ class RunContext(RunReports, RunSteps):
         self._caps = client_caps
         self._max_step_bytes, self._max_message_chars = max_step_bytes, max_message_chars
         self._lease_ms = lease_ms  # begin_step keeps the lease at least half of it ahead
-        self.cancel_seen = threading.Event()  # set by the heartbeat too
+        self.cancel_seen = Flag()  # set by the heartbeat too
         self._stopped_by = Reply.TERMINAL  # why cancel_seen was set (see interrupt)
         # When the tool's own code last got control back from a context call; None while it is
         # inside one. One attribute, written only by the tool's thread and read whole by the

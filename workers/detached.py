@@ -19,7 +19,6 @@ run's, across turns. The old turn, stopped before its next step, ends nothing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -50,10 +49,14 @@ class Prepare(Protocol):
 class _Held:
     """What one turn holds: its prepared call, and its lease in the keeper's care."""
 
+    __slots__ = ("_leases", "_lock", "_released", "prepared")
+
     def __init__(self, deps: RunDeps, prepared: Prepared) -> None:
         self.prepared = prepared
-        self._keeping = contextlib.ExitStack()
-        self._keeping.enter_context(deps.leases.keep(prepared.kept))
+        # (Not ``leases.keep``'s block, nor an ExitStack: a run here outlives the call that
+        # opens what it holds, and at 10,000 waiting runs each object a run keeps is felt.)
+        self._leases = deps.leases
+        self._leases.add(prepared.kept)
         self._lock = threading.Lock()
         self._released = False
 
@@ -63,7 +66,7 @@ class _Held:
             if self._released:
                 return
             self._released = True
-        self._keeping.close()  # the lease is the keeper's no more
+        self._leases.drop(self.prepared.kept)  # the lease is the keeper's no more
         # However the run ends, its last write sets the status message: a report still pending
         # would only be refused or overwrite it.
         self.prepared.ctx.discard_report(keep=completed)
@@ -86,10 +89,9 @@ class DetachedRun:
     ) -> None:
         self._deps, self._ref, self._gen = deps, ref, gen
         self._prepare, self._control, self._ending, self._on_end = prepare, control, ending, on_end
-        self._across = contextlib.ExitStack()  # what the run holds across turns: its watch
+        # What the run holds across turns: its watch (closed at its end).
+        self._watch = deps.wakeups.open(ref)
         try:
-            # The run's watch: it subscribes when the tool first waits (ctx.ask, ctx.sleep).
-            self._watch = self._across.enter_context(deps.wakeups.watch(ref))
             first = prepare(watch=self._watch)
             self.tool = first.tool.name
             self._trace = first.ctx.trace  # the run span's: a later turn is prepared inside it
@@ -101,7 +103,7 @@ class DetachedRun:
             self._watch.on_change = self._changed
             self._watch.subscribe()
         except BaseException:
-            self._across.close()
+            self._watch.close()
             raise
         self._turns: dict[Turn, _Held] = {}
         self._lock = threading.Lock()
@@ -118,7 +120,7 @@ class DetachedRun:
             held, self._next = self._next, None
         if held is not None:
             held.release(completed=False)
-        self._across.close()
+        self._watch.close()
 
     def _held_for(self, turn: Turn) -> _Held:
         with self._lock:
@@ -154,7 +156,7 @@ class DetachedRun:
             self._end(outcome)
 
     def _end(self, outcome: RunOutcome | None) -> None:
-        self._across.close()  # (no I/O: the watch's unsubscribe is queued for its listener)
+        self._watch.close()  # (no I/O: the watch's unsubscribe is queued for its listener)
         if outcome is not None:
             self._ending.log(outcome)
             if self._on_end is not None:

@@ -26,7 +26,7 @@ import ctypes
 import inspect
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from mcpq.shared.errors import TaskCancelled
@@ -53,6 +53,8 @@ class ToolCall:
         self._ident: int | None = None  # the thread running the tool
         self._done = False
         self._abandoned = False
+        #: The cancels :meth:`interrupt` made of the run's task, on the run loop (``_awaited``).
+        self._cancels = 0
 
     # -- running ---------------------------------------------------------------------------------
     def here(self) -> Any:
@@ -62,34 +64,72 @@ class ToolCall:
             if self._abandoned:  # abandoned before it started: nothing to run
                 raise RunAbandoned()
             self._ident = threading.get_ident()
-        with self._ending():
+        try:
             value = self._call()
             if inspect.iscoroutine(value):
                 value = self._run_async(value)
+        except BaseException:
+            self._ended()
+            raise
+        self._ended()
         return value
 
     async def on_loop(self) -> Any:
-        """Run an ``async def`` tool's coroutine as a task of the running loop (the process's
-        run loop, ``mcpq.workers.run_loop``): :meth:`interrupt` cancels it there, as on a loop
-        of its own. Nothing is raised into a thread: :meth:`abandon` only cancels it."""
+        """Run an ``async def`` tool's coroutine in the running task, on the running loop (the
+        process's run loop, ``mcpq.workers.run_loop``): :meth:`interrupt` cancels it there, as
+        on a loop of its own. Nothing is raised into a thread: :meth:`abandon` only cancels it."""
         with self._lock:
             if self._abandoned:
                 raise RunAbandoned()
-        with self._ending():
+        try:
             value = self._call()
             if inspect.iscoroutine(value):
-                task = self._started(asyncio.get_running_loop(), value)
-                try:
-                    value = await asyncio.shield(task)
-                except asyncio.CancelledError:
-                    if not task.done():  # the run itself is cancelled (the loop stops)
-                        task.cancel()
-                        raise
-                    raise self._stop() from None
-                finally:
-                    with self._lock:
-                        self._loop = self._task = None
+                value = await self._awaited(value)
+        except BaseException:
+            self._ended()
+            raise
+        self._ended()
         return value
+
+    async def _awaited(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """The tool's coroutine, awaited in the run's own task.
+
+        NOTE: not in a task of its own, as on a loop of the tool's own: that was a second
+        task, its step driver and a shield for each run, 16 MiB at 10,000 waiting runs. So
+        :meth:`interrupt` cancels the run's task, and only while the tool is awaited here: its
+        cancel is made on the loop (:meth:`_cancel_on_loop`), between two steps, so it cannot
+        land after this await has ended. Each cancel it made is counted: a ``CancelledError``
+        is the interrupt's (the run raises ``self._stop``) only when the task was asked for no
+        other cancel (the loop stopping, the run moving off a stalled loop), which goes on up."""
+        task = asyncio.current_task()
+        assert task is not None
+        with self._lock:
+            self._loop, self._task = asyncio.get_running_loop(), task
+            interrupted = self._interrupted
+        try:
+            if interrupted:  # the cancel came before the tool started: it never does
+                coroutine.close()
+                raise self._stop()
+            return await coroutine
+        except asyncio.CancelledError:
+            if self._cancels and task.cancelling() == self._cancels:
+                self._uncancel(task)
+                raise self._stop() from None
+            raise
+        finally:
+            with self._lock:
+                self._loop = self._task = None
+            self._uncancel(task)  # (a tool that swallowed the cancel leaves none pending)
+
+    def _uncancel(self, task: asyncio.Task[Any]) -> None:
+        while self._cancels:
+            self._cancels -= 1
+            task.uncancel()
+
+    def _cancel_on_loop(self, task: asyncio.Future[Any]) -> None:
+        """(On the task's loop.) Cancel the tool where it awaits, if it still does."""
+        if self._task is task and task.cancel():
+            self._cancels += 1
 
     def _started(self, loop: asyncio.AbstractEventLoop, coroutine: Any) -> asyncio.Task[Any]:
         """The tool's coroutine as a task of ``loop``, where :meth:`interrupt` finds it."""
@@ -100,18 +140,12 @@ class ToolCall:
                 task.cancel()
         return task
 
-    @contextlib.contextmanager
-    def _ending(self) -> Iterator[None]:
-        """The call, then :meth:`_finish`: ``RunAbandoned`` instead of whatever the call
-        returned or raised once the run was taken away."""
-        try:
-            yield
-        except BaseException:
-            if self._finish():
-                raise RunAbandoned() from None
-            raise
+    def _ended(self) -> None:
+        """The call returned or raised: ``RunAbandoned`` instead, once the run was taken away.
+        (Not a context manager: on the run loop, its generator would be held while the tool
+        waits, for each of 10,000 runs.)"""
         if self._finish():
-            raise RunAbandoned()
+            raise RunAbandoned() from None
 
     def _finish(self) -> bool:
         """The call returned. Under the lock that :meth:`abandon` takes: either the call is done
@@ -153,7 +187,7 @@ class ToolCall:
             if loop is not None and task is not None:
                 # The loop may have closed meanwhile: the run is ending anyway.
                 with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(task.cancel)
+                    loop.call_soon_threadsafe(self._cancel_on_loop, task)
 
     def abandon(self) -> bool:
         """The grace is over (threads): raise ``TaskCancelled`` in the tool's thread. True when

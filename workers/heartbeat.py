@@ -80,6 +80,15 @@ class LeaseKeeper:
     @contextmanager
     def keep(self, run: KeptRun) -> Iterator[KeptRun]:
         """Keep ``run``'s lease while the block runs."""
+        self.add(run)
+        try:
+            yield run
+        finally:
+            self.drop(run)
+
+    def add(self, run: KeptRun) -> None:
+        """Keep ``run``'s lease until :meth:`drop` (:meth:`keep` without the block, for a run
+        that outlives the call that claimed it: a run on the run loop)."""
         with self._lock:
             self._runs.add(run)
             if self._thread is None or not self._thread.is_alive():
@@ -88,10 +97,6 @@ class LeaseKeeper:
         # NOTE: the keeper is not woken: it ticks every interval whether runs come or go. A new
         # run's lease was just set by its claim and needs renewing only a third of a lease
         # later; waking the keeper for each run cost a no-op run about a tenth of its CPU.
-        try:
-            yield run
-        finally:
-            self._drop(run)
 
     def peers(self) -> int:
         """What a run this process claims now has as peers: the runs it holds (at least
@@ -114,7 +119,7 @@ class LeaseKeeper:
             run.terminate()  # an io run is abandoned and its job let go of
         return len(runs)
 
-    def _drop(self, run: KeptRun) -> None:
+    def drop(self, run: KeptRun) -> None:
         with self._lock:
             self._runs.discard(run)
 
@@ -178,7 +183,7 @@ class LeaseKeeper:
 
     def _judge(self, run: KeptRun, renewal: Renewal) -> None:
         if renewal.reply is Reply.PARKED:  # the run let go of the task; it is ending
-            self._drop(run)
+            self.drop(run)
             return
         if renewal.reply is not Reply.OK:  # ended (cancelled), gone, or taken over
             if run.cancelled_at is None:
@@ -190,7 +195,7 @@ class LeaseKeeper:
                     self._grace_s,
                     extra={"task": task_hash(run.ref)},
                 )
-                self._drop(run)
+                self.drop(run)
                 run.terminate()
 
     def _stop_stalled(self, run: KeptRun) -> None:
@@ -201,7 +206,7 @@ class LeaseKeeper:
             run.watchdog.limit_s,
             extra={"task": task_hash(run.ref)},
         )
-        self._drop(run)
+        self.drop(run)
         try:
             run.watchdog.fail_task()
         except Exception:  # the store is down: the lease lapses and the sweeper re-runs it

@@ -7,11 +7,11 @@ not for the run's control. Written late, in order with the run's other writes
 from __future__ import annotations
 
 import math
-import threading
 from contextlib import AbstractContextManager
 from typing import Any
 
 from mcpq.shared.bounds import shorten
+from mcpq.shared.flag import Flag
 from mcpq.shared.store import Reply, TaskStore
 from mcpq.shared.tool_context import DONE, Done, LogLevel
 from mcpq.workers import tool_logs
@@ -31,7 +31,7 @@ class RunReports:
     _keep_logs: bool
     _tool: str
     _logged: int
-    cancel_seen: threading.Event
+    cancel_seen: Flag
     _stopped_by: Reply
 
     def _inside(self) -> AbstractContextManager[None]:

@@ -7,7 +7,6 @@ the run's trace when tracing is on (``mcpq.shared.tracing``), marked memoized on
 from __future__ import annotations
 
 import inspect
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
@@ -16,6 +15,7 @@ from typing import Any, TypeVar, overload
 from mcpq.shared import tracing
 from mcpq.shared.bounds import LimitExceeded, check_bytes
 from mcpq.shared.errors import StoreUnavailable, ToolError
+from mcpq.shared.flag import Flag
 from mcpq.shared.store import Reply, StepStart, TaskStore
 from mcpq.shared.tool_context import step_key
 from mcpq.workers.interrupts import raise_for
@@ -34,7 +34,7 @@ class RunSteps:
     _lease_ms: int
     _max_step_bytes: int
     _trace: Any
-    cancel_seen: threading.Event
+    cancel_seen: Flag
     _stopped_by: Reply
 
     def _inside(self) -> AbstractContextManager[None]:

@@ -6,7 +6,7 @@ per waiting run, which caps a process at its pool size (100 with redis-py 8) and
 client each. Instead one listener thread per process holds one pub/sub connection and subscribes
 to the wake channel of every task a run of this process holds (``<task key>:wake``;
 ``answer.lua`` and ``cancel.lua`` publish on it in the same step as the change); each waiting run
-sleeps on a ``threading.Event`` of its own.
+sleeps on a flag of its own (``mcpq.shared.flag``: an event made at its first wait).
 
 Ordering (why no change is missed): a run subscribes when it first means to wait
 (``Watch.ready``, not at ``watch``: most runs never wait, and a subscription is two commands) and
@@ -30,6 +30,7 @@ from typing import Any
 
 import redis
 
+from mcpq.shared.flag import Flag
 from mcpq.shared.store.keyspace import Keys
 
 log = logging.getLogger("mcpq.store")
@@ -40,7 +41,7 @@ class Watch:
 
     def __init__(self, hub: Wakeups, channel: str) -> None:
         self._hub, self.channel = hub, channel
-        self.changed = threading.Event()
+        self.changed = Flag()
         self.subscribed = False
         #: Called (on the notifying thread) after every :meth:`notify`: how a run that waits on
         #: an event loop, not a thread, learns of it (``mcpq.workers.async_context``).
@@ -71,6 +72,12 @@ class Watch:
         self.subscribe()
         return self._hub.confirmed(self.channel, timeout_s)
 
+    def close(self) -> None:
+        """The run ends: unsubscribe, if it subscribed (no I/O: the listener does it)."""
+        if self.subscribed:
+            self.subscribed = False
+            self._hub._unsubscribe(self)
+
     def wait(self, timeout_s: float) -> bool:
         """Sleep until the task changes or ``timeout_s`` passes; ``True`` if it changed."""
         if timeout_s <= 0:
@@ -85,7 +92,7 @@ class Wakeups:
         self._client, self._keys = client, keys
         self._lock = threading.Lock()
         self._watches: dict[str, set[Watch]] = {}
-        self._confirmed: dict[str, threading.Event] = {}
+        self._confirmed: dict[str, Flag] = {}
         self._to_subscribe: set[str] = set()
         self._to_unsubscribe: set[str] = set()
         self._work = threading.Event()
@@ -98,21 +105,25 @@ class Wakeups:
     def watch(self, ref: str) -> Iterator[Watch]:
         """A run's watch of its task; it subscribes at its first ``ready`` and unsubscribes
         when the run ends (several runs of one task in one process share the subscription)."""
-        # The wake channel, not the task's change channel: only an answer or a cancel wakes a
-        # run (its own progress reports do not).
-        watch = Watch(self, self._keys.wake(ref))
+        watch = self.open(ref)
         try:
             yield watch
         finally:
-            if watch.subscribed:
-                self._unsubscribe(watch)
+            watch.close()
+
+    def open(self, ref: str) -> Watch:
+        """:meth:`watch` without the block, for a run that outlives the call that opens it (a
+        run on the run loop); its holder calls ``close``."""
+        # The wake channel, not the task's change channel: only an answer or a cancel wakes a
+        # run (its own progress reports do not).
+        return Watch(self, self._keys.wake(ref))
 
     def subscribe(self, watch: Watch) -> None:
         channel = watch.channel
         with self._lock:
             watches = self._watches.setdefault(channel, set())
             if not watches:
-                self._confirmed[channel] = threading.Event()
+                self._confirmed[channel] = Flag()
                 self._to_unsubscribe.discard(channel)
                 self._to_subscribe.add(channel)
             watches.add(watch)
@@ -216,7 +227,7 @@ class Wakeups:
         with self._lock:
             channels = list(self._watches)
             for channel in channels:
-                self._confirmed[channel] = threading.Event()
+                self._confirmed[channel] = Flag()
             self._to_subscribe = set(channels)
             self._to_unsubscribe.clear()
         return self._client.pubsub()  # type: ignore[no-untyped-call]

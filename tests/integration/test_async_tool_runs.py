@@ -22,6 +22,7 @@ from mcpq.shared.store.wakeups import Wakeups
 from mcpq.shared.tools import ToolContext
 from mcpq.workers.heartbeat import LeaseKeeper
 from mcpq.workers.outcomes import RunOutcome
+from mcpq.workers.run_loop import RunLoop
 from mcpq.workers.runner import RunControl, RunDeps, run_task
 from tests.support.procs import wait_until
 from tests.support.redis_server import RedisProcess
@@ -101,3 +102,29 @@ def test_a_cancel_ends_an_async_tool_awaiting_an_answer(deps: RunDeps, store, ta
     assert outcomes == [RunOutcome.CANCELLED]
     assert store.status(ref) == TaskStatus.CANCELLED
     assert CAUGHT and CAUGHT[0] in {"TaskCancelled", "CancelledError"}
+
+
+def test_a_run_on_the_run_loop_lets_go_of_its_lease_and_watch_when_it_ends(
+    deps: RunDeps, store, tasks
+) -> None:
+    # A run on the loop outlives the job that claimed it, so nothing closes what it holds but
+    # the run's own end: a lease left with the keeper would be renewed forever, a watch left
+    # subscribed would hold its channel on the listener's connection.
+    tasks.tool = "approve"
+    ref = tasks.new(arguments={"change": "v4"})
+    loop = RunLoop(10, stall_s=0)
+    ended: list[RunOutcome] = []
+    run = Run(tool="approve", ref=ref, queue="tools-q")
+    control = RunControl(terminate=None, on_state=lambda state: None)
+    try:
+        outcome = run_task(deps, run, control, loop=loop, on_end=ended.append)
+        assert outcome is RunOutcome.DETACHED  # the job's thread is back at once
+        wait_until(lambda: store.status(ref) == TaskStatus.INPUT_REQUIRED, 10, 0.01, "a question")
+        assert (deps.leases.peers(), deps.wakeups.watching) == (1, 1)
+        answer = {"action": "accept", "content": {"ok": True}}
+        store.answer(ref, tasks.owner, {"elicit-1": answer}, 30_000)
+        wait_until(lambda: ended == [RunOutcome.COMPLETED], 10, 0.01, "the run's end")
+        assert store.status(ref) == TaskStatus.COMPLETED
+        assert (deps.leases.peers(), deps.wakeups.watching) == (0, 0)
+    finally:
+        loop.stop()
