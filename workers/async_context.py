@@ -97,6 +97,8 @@ def _advance(plan: WaitPlan[T]) -> tuple[bool, Any]:
 class AsyncRunContext:
     """A :class:`mcpq.shared.tools.ToolContext` for an async tool (see the module's doc)."""
 
+    __slots__ = ("_ctx", "_notified", "_turn", "_waiter", "_wake")
+
     def __init__(self, ctx: RunContext) -> None:
         self._ctx = ctx
         self._turn: asyncio.Lock | None = None  # made on the tool's loop, at its first call

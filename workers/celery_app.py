@@ -116,31 +116,44 @@ def build_run_deps(settings: Settings, registry: Registry, *, min_peers: int = 0
     return RunDeps(settings, store, registry, leases, wakeups, reports)
 
 
+class _JobHooks:
+    """What a job lends its run: the state events, the pool process's kill, the metrics of its
+    end. Methods of one small object, not closures: a run on the run loop keeps them for as
+    long as it waits (10,000 runs, each with closures and their cells)."""
+
+    __slots__ = ("_app", "_job_id", "_started", "_tool", "hostname")
+
+    def __init__(self, app: WorkerApp, tool: str, job_id: str, hostname: str | None) -> None:
+        self._app, self._tool, self._job_id, self.hostname = app, tool, job_id, hostname
+        self._started = time.perf_counter()
+
+    def terminate(self) -> None:
+        self._app.control.revoke(self._job_id, terminate=True, signal="SIGKILL")
+
+    def on_state(self, state: str) -> None:
+        # Not self.send_event: Celery keeps the request per thread; this sends the state of
+        # this job whichever thread reports it. In the consumer's process (an io pool) it
+        # goes out as Celery's own task events do, through the consumer's dispatcher and
+        # only while task events are on: a dispatcher of its own each time (a producer, a
+        # channel, a Redis client) cost a run about a millisecond for an event nobody asked
+        # for, and retried without bound through a broker outage.
+        if broker_watch.has_consumer():
+            if (dispatcher := broker_watch.task_event_dispatcher()) is not None:
+                dispatcher.send(f"task-{state}", uuid=self._job_id)
+            return
+        with self._app.events.default_dispatcher(hostname=self.hostname) as own:
+            own.send(f"task-{state}", uuid=self._job_id, retry=True)
+
+    def ended(self, outcome: RunOutcome) -> None:
+        run_metrics.record(self._tool, outcome, time.perf_counter() - self._started)
+
+
 def _register_job(app: WorkerApp, tool_name: str) -> None:
     async_runs = app.settings.async_runs if app.registry.tools[tool_name].is_async else 0
 
     def job(self: Task[Any, Any], ref: str) -> str:
         run = read_run(tool_name, [ref], vars(self.request))
-        job_id = str(self.request.id)
-
-        def terminate() -> None:
-            app.control.revoke(job_id, terminate=True, signal="SIGKILL")
-
-        hostname = self.request.hostname
-
-        def on_state(state: str) -> None:
-            # Not self.send_event: Celery keeps the request per thread; this sends the state of
-            # this job whichever thread reports it. In the consumer's process (an io pool) it
-            # goes out as Celery's own task events do, through the consumer's dispatcher and
-            # only while task events are on: a dispatcher of its own each time (a producer, a
-            # channel, a Redis client) cost a run about a millisecond for an event nobody asked
-            # for, and retried without bound through a broker outage.
-            if broker_watch.has_consumer():
-                if (dispatcher := broker_watch.task_event_dispatcher()) is not None:
-                    dispatcher.send(f"task-{state}", uuid=job_id)
-                return
-            with app.events.default_dispatcher(hostname=hostname) as own:
-                own.send(f"task-{state}", uuid=job_id, retry=True)
+        hooks = _JobHooks(app, tool_name, str(self.request.id), self.request.hostname)
 
         # A prefork pool process runs its job on its main thread, one at a time: a run that
         # ignores its cancel may be stopped by killing the process. An io pool runs many jobs
@@ -148,9 +161,10 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
         slot = current_slot()
         alone = slot is None and threading.current_thread() is threading.main_thread()
         control = RunControl(
-            terminate if alone else None, on_state, let_go=None if slot is None else slot.let_go
+            hooks.terminate if alone else None,
+            hooks.on_state,
+            let_go=None if slot is None else slot.let_go,
         )
-        started = time.perf_counter()
         # An io pool's async def tool waits on the process's run loop, holding no thread
         # (MCPQ_ASYNC_RUNS: mcpq.workers.run_loop); its run ends after this job does.
         loop = (
@@ -159,17 +173,16 @@ def _register_job(app: WorkerApp, tool_name: str) -> None:
             else None
         )
 
-        def ended(outcome: RunOutcome) -> None:
-            run_metrics.record(tool_name, outcome, time.perf_counter() - started)
-
         traced = tracing.current()
         if traced.on:
-            described = _described(run, self.request.delivery_info or {}, slot is None, hostname)
-            outcome = _traced_run(app, traced, run, control, alone, described, loop, ended)
+            delivery = self.request.delivery_info or {}
+            described = _described(run, delivery, slot is None, hooks.hostname)
+            outcome = _traced_run(app, traced, run, control, alone, described, loop, hooks.ended)
         else:  # off: not even the span's attributes are made
-            outcome = run_task(app.run_deps(), run, control, alone=alone, loop=loop, on_end=ended)
+            deps = app.run_deps()
+            outcome = run_task(deps, run, control, alone=alone, loop=loop, on_end=hooks.ended)
         if outcome is not RunOutcome.DETACHED:
-            ended(outcome)
+            hooks.ended(outcome)
         if outcome in _NOT_A_SUCCESS:
             raise Ignore()
         return outcome.value

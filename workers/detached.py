@@ -77,6 +77,22 @@ class _Held:
 class DetachedRun:
     """One claimed run on the run loop, across its turns."""
 
+    __slots__ = (
+        "_control",
+        "_current",
+        "_deps",
+        "_ending",
+        "_gen",
+        "_lock",
+        "_next",
+        "_on_end",
+        "_prepare",
+        "_ref",
+        "_trace",
+        "_watch",
+        "tool",
+    )
+
     def __init__(
         self,
         deps: RunDeps,
@@ -105,7 +121,6 @@ class DetachedRun:
         except BaseException:
             self._watch.close()
             raise
-        self._turns: dict[Turn, _Held] = {}
         self._lock = threading.Lock()
 
     def _changed(self) -> None:
@@ -129,14 +144,14 @@ class DetachedRun:
             with tracing.current().within(self._trace):
                 held = _Held(self._deps, self._prepare(watch=self._watch))
         with self._lock:
-            self._turns[turn] = held
+            turn.kept = held
         self._current = held
         return held
 
     def moved(self, turn: Turn) -> None:
         with self._lock:
-            held = self._turns.pop(turn, None)
-        if held is not None:
+            held, turn.kept = turn.kept, None
+        if isinstance(held, _Held):
             # The old turn's context now says the run was taken over, should a call it made to a
             # thread still be running: the new turn asks, steps and waits again itself.
             held.release(completed=False)
@@ -145,9 +160,7 @@ class DetachedRun:
     async def turn(self, turn: Turn) -> None:
         held = self._held_for(turn)
         try:
-            outcome = await _execute(
-                self._deps, self._ref, self._gen, held, self._control, lambda: turn.moved
-            )
+            outcome = await _execute(self._deps, self._ref, self._gen, held, self._control, turn)
         except BaseException:
             if not turn.moved:
                 self._end(None)
@@ -188,7 +201,7 @@ async def _execute(
     gen: int,
     held: _Held,
     control: RunControl,
-    moved: Callable[[], bool],
+    turn: Turn,
 ) -> RunOutcome:
     """``runner._execute``, awaited: the same outcomes of the same raises."""
     s, store = deps.settings, deps.store
@@ -212,14 +225,14 @@ async def _execute(
     except asyncio.CancelledError:
         raise  # the loop stops (the process handed its runs back first), or the run moved
     except BaseException as exc:
-        if moved():  # the run goes on on another loop: this turn ends, and nothing else
+        if turn.moved:  # the run goes on on another loop: this turn ends, and nothing else
             raise asyncio.CancelledError() from None
         if (stopped := interrupted(exc, control)) is not None:
             return stopped
         await _off_loop(ctx.trace, lambda: hand_back(store, ref, gen))
         raise
     finally:
-        if not moved():  # (a move released the turn's holdings itself)
+        if not turn.moved:  # (a move released the turn's holdings itself)
             held.release(completed=completed)
 
     def finish() -> RunOutcome:

@@ -42,6 +42,19 @@ class RunAbandoned(BaseException):
 class ToolCall:
     """One call of a tool's function with its context and arguments."""
 
+    __slots__ = (
+        "_abandoned",
+        "_call",
+        "_cancels",
+        "_done",
+        "_ident",
+        "_interrupted",
+        "_lock",
+        "_loop",
+        "_stop",
+        "_task",
+    )
+
     def __init__(self, call: Callable[[], Any]) -> None:
         self._call = call
         self._lock = threading.Lock()

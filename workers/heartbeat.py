@@ -33,7 +33,7 @@ from mcpq.shared.store import Renewal, Reply, TaskStore
 log = logging.getLogger("mcpq.worker")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Watchdog:
     """``busy_for()`` seconds of the tool's own code since its last context call, the limit
     (0: none), and what ends the task when the limit is passed (before the run is stopped)."""
@@ -46,7 +46,7 @@ class Watchdog:
         return self.limit_s > 0 and self.busy_for() > self.limit_s
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class KeptRun:
     """One run under the keeper's watch."""
 

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
@@ -41,13 +41,16 @@ class LoopRun(Protocol):
 class Turn:
     """One run's time on one loop: its first, or the one it got when moved off a stalled loop."""
 
-    __slots__ = ("lane", "moved", "run")
+    __slots__ = ("kept", "lane", "moved", "run")
 
     def __init__(self, run: LoopRun, lane: Lane) -> None:
         self.run = run
         self.lane = lane
         #: Set once, under the run loop's lock: this turn's run goes on on another loop.
         self.moved = False
+        #: What the run holds for this turn (the run's own: ``mcpq.workers.detached``), let go
+        #: of when the turn ends or moves.
+        self.kept: object | None = None
 
 
 #: The turn whose task runs now (a task's context: the tasks a tool starts inherit it).
@@ -57,37 +60,60 @@ TURN: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("mcpq_turn", 
 class _Steps:
     """Drives one task's coroutine step by step on a lane (see the module's doc): each step is
     timed (``lane.step``), and a moved turn's coroutine never takes another step: it gets
-    ``CancelledError`` instead, wherever it waits."""
+    ``CancelledError`` instead, wherever it waits.
+
+    NOTE: an iterator of its own (``send``, ``throw``, ``close``), not a generator: a
+    generator's frame would be held for as long as its task waits, one per waiting run."""
 
     __slots__ = ("_coro", "_lane", "_turn")
 
     def __init__(self, coro: Coroutine[Any, Any, Any], lane: Lane, turn: Turn | None) -> None:
         self._coro, self._lane, self._turn = coro, lane, turn
 
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro, lane, turn = self._coro, self._lane, self._turn
-        clock = lane.clock
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            if turn is not None and turn.moved and not isinstance(error, asyncio.CancelledError):
-                error, value = asyncio.CancelledError(), None
-            # One attribute written, never a lock: only this loop's thread runs its steps, and
-            # the watcher reads the tuple whole (it is replaced, not changed).
-            lane.step = (turn, time.monotonic(), clock.starved)
-            try:
-                yielded = coro.send(value) if error is None else coro.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            finally:
-                lane.step = None
-            try:
-                value, error = (yield yielded), None
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # the task's cancel, a future's exception
-                value, error = None, exc
+    def __await__(self) -> _Steps:
+        return self
+
+    def __iter__(self) -> _Steps:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def send(self, value: Any) -> Any:
+        turn = self._turn
+        if turn is not None and turn.moved:
+            return self._step(self._coro.throw, asyncio.CancelledError())
+        return self._step(self._coro.send, value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        """The task's cancel, a future's exception (as a generator's ``throw`` takes it)."""
+        if isinstance(typ, BaseException):
+            error = typ
+        elif isinstance(val, BaseException):
+            error = val
+        else:
+            error = typ() if val is None else typ(val)
+        if tb is not None:
+            error = error.with_traceback(tb)
+        turn = self._turn
+        if turn is not None and turn.moved and not isinstance(error, asyncio.CancelledError):
+            error = asyncio.CancelledError()
+        return self._step(self._coro.throw, error)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def _step(self, resume: Callable[[Any], Any], arg: Any) -> Any:
+        """One step: ``StopIteration`` (the coroutine returned) ends the ``await`` with its
+        value, as a generator's return would."""
+        lane = self._lane
+        # One attribute written, never a lock: only this loop's thread runs its steps, and the
+        # watcher reads the tuple whole (it is replaced, not changed).
+        lane.step = (self._turn, time.monotonic(), lane.clock.starved)
+        try:
+            return resume(arg)
+        finally:
+            lane.step = None
 
 
 async def _stepped(coro: Coroutine[Any, Any, Any], lane: Lane, turn: Turn | None) -> Any:
@@ -191,7 +217,7 @@ def blocked_at(ident: int | None) -> str:
     and functions only: never a value)."""
     stack = _stack(ident)  # outermost first
     # The task's coroutine is the frame after the step driver's: the tool, or what wraps it.
-    drivers = [i for i, f in enumerate(stack) if f.f_code is _Steps.__await__.__code__]
+    drivers = [i for i, f in enumerate(stack) if f.f_code is _Steps._step.__code__]
     inner = stack[drivers[-1] + 1 :] if drivers else stack
     if not inner:
         return "an unknown place"

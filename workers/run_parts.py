@@ -93,6 +93,8 @@ class Ending:
     run is let go of (its thread may stay in the tool long after; the line says when the run
     ended for the task and the pool)."""
 
+    __slots__ = ("_lock", "_logged", "_run", "_started")
+
     def __init__(self, run: Run) -> None:
         self._run = run
         self._started = time.perf_counter()
@@ -116,7 +118,7 @@ class Ending:
         log.info("run ended", extra=fields)
 
 
-@dataclass
+@dataclass(slots=True)
 class Prepared:
     """A claimed run, ready to call: its context, the view an async tool gets, the call, and
     what the lease keeper holds of it."""
