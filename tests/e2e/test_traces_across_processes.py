@@ -204,6 +204,7 @@ def test_a_2025_era_client_s_synchronous_call_is_traced_through_the_worker(
     ran = run_sdk_scenario(node, stack.url(0), "call", args)
     assert ran.ok and ran.report.get("error") is None, ran.describe()
     assert ran.report["protocolVersion"] == "2025-11-25", ran.describe()
+
     # The session's other requests (initialize, its notification) are server spans of this
     # trace too, exported apart from the call's: wait for the call's own.
     def called(spans: list[Any]) -> bool:
