@@ -173,8 +173,10 @@ def test_a_step_is_a_span_memoized_on_the_replay_and_questions_are_events(
         client.wait_for_status(task_id, "completed", timeout=30, interval=0.1)
 
     def done(spans: list[ReceivedSpan]) -> bool:
-        steps = [s for s in spans if s.trace_id == trace_id and s.name == "step"]
-        return len(steps) == 2
+        # Both runs and both steps: a step ends (and may be exported) before its run does.
+        ours = [s for s in spans if s.trace_id == trace_id]
+        steps = [s for s in ours if s.name == "step"]
+        return len(steps) == 2 and len([s for s in ours if s.kind == "consumer"]) == 2
 
     spans = [s for s in receiver.wait_for(done) if s.trace_id == trace_id]
     runs = {s.span_id: s for s in spans if s.kind == "consumer"}
