@@ -76,6 +76,7 @@ def measure_redis(broker: str, plan: Plan, workdir: Path) -> tuple[RedisCost, in
             idle_cpu_ms_per_s=1000 * idle.cpu_s / idle.seconds,
             commands_per_task=costs.commands,
             round_trips_per_task=costs.round_trips,
+            broker_vhost=vhost.name if vhost is not None else None,
         )
         if beam is not None:
             # A shared server: its idle rate, measured just before and just after, is the

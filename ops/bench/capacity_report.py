@@ -76,6 +76,9 @@ class RedisCost:
     round_trips_per_task: float
     broker_cpu_ms_per_task: float | None = None  #: RabbitMQ's CPU per task, where measured
     broker_idle_cpu_ms_per_s: list[float] = field(default_factory=list)  #: before, after
+    #: The RabbitMQ vhost the measurement made and deleted (``None`` on Redis): a check that it
+    #: is gone names this one, not every benchmark vhost (another benchmark may hold one).
+    broker_vhost: str | None = None
 
     @property
     def saturates_at(self) -> float:

@@ -151,6 +151,8 @@ class Waiting:
     created_after_s: float = 0.0
     #: Celery's broker: the task store's Redis (``redis``), or a RabbitMQ vhost of the run's own.
     broker: str = "redis"
+    #: The RabbitMQ vhost the run made and deleted (``None`` with Redis as broker).
+    vhost: str | None = None
 
     def render(self) -> str:
         if self.wait_on == "sync":
@@ -289,6 +291,7 @@ def waiting(
         handover=handover,
         failures=load.failures,
         broker=broker,
+        vhost=vhost.name if vhost is not None else None,
     )
 
 

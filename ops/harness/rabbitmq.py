@@ -105,6 +105,11 @@ def delete_vhost(vhost: Vhost) -> None:
     _ctl("delete_vhost", vhost.name)
 
 
+def vhost_names() -> set[str]:
+    """The names of every vhost on the machine's RabbitMQ."""
+    return set(_ctl("-q", "list_vhosts", "--no-table-headers").split())
+
+
 @contextmanager
 def rabbitmq_vhost(prefix: str = TEST_PREFIX) -> Iterator[Vhost]:
     """A vhost of its own for the duration of the block, deleted after."""

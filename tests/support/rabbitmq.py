@@ -14,6 +14,7 @@ from mcpq.ops.harness.rabbitmq import (
     delete_vhost,
     rabbitmq_vhost,
     unavailable,
+    vhost_names,
 )
 
 __all__ = [
@@ -26,4 +27,5 @@ __all__ = [
     "delete_vhost",
     "rabbitmq_vhost",
     "unavailable",
+    "vhost_names",
 ]
