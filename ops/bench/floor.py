@@ -22,78 +22,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import statistics
-import sys
 import tempfile
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import redis
 
+from mcpq.ops.bench.bare_target import bare_target
 from mcpq.ops.bench.load import Load
-from mcpq.ops.bench.loadgen import EndToEnd, Target, end_to_end, percentile, steal_s
+from mcpq.ops.bench.loadgen import EndToEnd, OneClient, Target, end_to_end, steal_s
 from mcpq.ops.bench.throughput import mcpq_target
-from mcpq.ops.harness.stack import Stack
-from mcpq.ops.runtime.processes import free_port, listening, wait_until
-from mcpq.shared.settings import DEFAULT_TOOLS
 
 #: What a script's run is in ``INFO commandstats`` (the check that the bare server used Redis).
 SCRIPT_COMMANDS = ("evalsha", "eval")
-
-
-@contextlib.contextmanager
-def bare_target(workdir: Path) -> Iterator[Target]:
-    """The bare server on a private Redis, one gunicorn worker of uvicorn's, listening."""
-    stack = Stack("floor", workdir, tools=DEFAULT_TOOLS)
-    try:
-        stack.start_redis()
-        port = free_port()
-        worker_class = "uvicorn_worker.UvicornWorker"  # httptools and uvloop, as mcpq's web
-        argv = [sys.executable, "-m", "gunicorn", "-w", "1", "-k", worker_class]
-        argv += ["-b", f"127.0.0.1:{port}", "mcpq.ops.bench.bare_server:create_app()"]
-        server = stack.spawn("bare-web", argv)
-        wait_until(lambda: listening(port), timeout=60, interval=0.2, message="the bare server")
-        yield Target(stack, f"http://127.0.0.1:{port}/mcp", [server])
-    finally:
-        stack.close()
-
-
-@dataclass
-class Side:
-    """One deployment's 1-client phase, every round pooled (ms)."""
-
-    e2e_p50_ms: float
-    e2e_p99_ms: float
-    call_p50_ms: float
-    get_p50_ms: float
-    #: share of tasks by how many ``tasks/get`` they took
-    polls: dict[int, float]
-    failures: int
-
-    @classmethod
-    def of(cls, runs: list[EndToEnd], failures: int) -> Side:
-        pooled = EndToEnd.pooled(runs)
-        e2e = pooled.e2e or [0.0]
-        return cls(
-            statistics.median(e2e),
-            percentile(e2e, 0.99),
-            pooled.call_p50_ms(),
-            pooled.get_p50_ms(),
-            pooled.polls(),
-            failures,
-        )
 
 
 @dataclass
 class Floor:
     tasks: int
     rounds: int
-    mcpq: Side
-    bare: Side
+    mcpq: OneClient
+    bare: OneClient
     #: mcpq's e2e p50 minus the bare server's, round by round (ms)
     above_floor_ms: list[float]
     #: the bare server's Redis: scripts it ran (one per request, the check that it used Redis)
@@ -143,8 +95,8 @@ def measure(mcpq: Target, bare: Target, tasks: int, rounds: int) -> Floor:
     return Floor(
         tasks,
         rounds,
-        Side.of(runs["mcpq"], loads["mcpq"].failures),
-        Side.of(runs["bare"], loads["bare"].failures),
+        OneClient.of(runs["mcpq"], loads["mcpq"].failures),
+        OneClient.of(runs["bare"], loads["bare"].failures),
         [round(ms, 3) for ms in above],
         scripts,
         round(steal_s() - stolen, 3),

@@ -198,7 +198,14 @@ def _interleaved(found: list[_Phases], phase: Callable[[_Phases], None], turn: i
         one.steal_s += steal_s() - stolen
 
 
-def _phases(found: list[_Phases], clients: int, seconds: float, tasks: int, procs: int) -> None:
+def _phases(
+    found: list[_Phases],
+    clients: int,
+    seconds: float,
+    tasks: int,
+    procs: int,
+    floor: _Phases | None = None,
+) -> None:
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(procs, mp_context=context) as pool:
 
@@ -231,7 +238,10 @@ def _phases(found: list[_Phases], clients: int, seconds: float, tasks: int, proc
             one.load.failures += polled["failures"]
 
         for turn, phase in enumerate((warm, create, cycle, one_client, poll)):
-            _interleaved(found, phase, turn)
+            # The floor takes its turn in the 1-client phase alone (it runs no tasks to count or
+            # poll), after warming up with the rest.
+            also = [floor] if floor is not None and phase in (warm, one_client) else []
+            _interleaved(found + also, phase, turn)
 
     def costs(one: _Phases) -> None:
         one.costs = asyncio.run(per_task_costs(one.load, tasks, one.target.stack.redis_url))
@@ -280,6 +290,32 @@ class EndToEnd:
         return {n: count / len(self.gets) for n, count in sorted(counted.items())}
 
 
+@dataclass
+class OneClient:
+    """One deployment's 1-client phase (``end_to_end``), every round pooled (ms)."""
+
+    e2e_p50_ms: float
+    e2e_p99_ms: float
+    call_p50_ms: float
+    get_p50_ms: float
+    #: share of tasks by how many ``tasks/get`` they took
+    polls: dict[int, float]
+    failures: int
+
+    @classmethod
+    def of(cls, runs: list[EndToEnd], failures: int) -> OneClient:
+        pooled = EndToEnd.pooled(runs)
+        e2e = pooled.e2e or [0.0]
+        return cls(
+            statistics.median(e2e),
+            percentile(e2e, 0.99),
+            pooled.call_p50_ms(),
+            pooled.get_p50_ms(),
+            pooled.polls(),
+            failures,
+        )
+
+
 async def end_to_end(load: Load, tasks: int) -> EndToEnd:
     """One client: ``tools/call`` sent → ``completed`` seen, polling every 2 ms."""
     out = EndToEnd()
@@ -302,13 +338,22 @@ async def end_to_end(load: Load, tasks: int) -> EndToEnd:
 
 
 def measure(
-    targets: list[Target], clients: int, seconds: float, tasks: int, procs: int
-) -> list[Result]:
+    targets: list[Target],
+    clients: int,
+    seconds: float,
+    tasks: int,
+    procs: int,
+    floor: Target | None = None,
+) -> tuple[list[Result], OneClient | None]:
     """Every phase against every target, interleaved phase by phase (``_interleaved``): one
-    ``Result`` per target, in order. PSS of each target's ``servers`` process trees."""
+    ``Result`` per target, in order. PSS of each target's ``servers`` process trees. ``floor``
+    (the bare server, ``mcpq.ops.bench.bare_target``) takes its turn in the 1-client phase only:
+    the host's floor under the end-to-end latency, in the same run."""
     found = [_Phases(target) for target in targets]
-    _phases(found, clients, seconds, tasks, procs)
-    return [_result(one, clients) for one in found]
+    bare = _Phases(floor) if floor is not None else None
+    _phases(found, clients, seconds, tasks, procs, bare)
+    floored = OneClient.of([bare.e2e], bare.load.failures) if bare is not None else None
+    return [_result(one, clients) for one in found], floored
 
 
 def _result(one: _Phases, clients: int) -> Result:

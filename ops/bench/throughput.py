@@ -32,7 +32,12 @@ operational peer; installed into a cached venv, ``.cache/peer-venv``): the same 
 server (with its embedded worker, concurrency 10) plus one dedicated worker, on a private Redis,
 driven by the same load generator (it speaks the same 2026-07-28 tasks wire). Both deployments
 are up at once and measured phase by phase in turn, the first alternating (a drift of the
-shared host falls on both alike); then it prints mcpq/peer ratios.
+shared host falls on both alike); then it prints mcpq/peer ratios. The 1-client phase also runs
+against ``mcpq.ops.bench.floor``'s bare server of mcpq's parts, in turn with the others: the
+host's floor under that latency, in the same run. The bare server answers a task's first
+``tasks/get`` with ``working``, so its figure is what any server of these parts takes when a
+task needs a second ``tasks/get`` (the 2 ms pause included); a deployment whose e2e is below it
+won its first polls.
 
 What tracing costs (off against a build without it, on against off) is measured by
 ``mcpq.ops.bench.tracing_cost``, on these same deployments.
@@ -55,8 +60,9 @@ from pathlib import Path
 
 import redis
 
+from mcpq.ops.bench.bare_target import bare_target
 from mcpq.ops.bench.builds import Build, FolderStack
-from mcpq.ops.bench.loadgen import Result, Target, measure
+from mcpq.ops.bench.loadgen import OneClient, Result, Target, measure
 from mcpq.ops.bench.peer import PEER_VENV, PEER_VERSION, peer_target
 from mcpq.ops.bench.waiting_runs import waiting
 from mcpq.ops.harness.stack import Stack
@@ -140,9 +146,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with contextlib.ExitStack() as up:
             targets = [up.enter_context(mcpq_target(workdir / "mcpq"))]
+            bare = None
             if args.peer:
                 targets.append(up.enter_context(peer_target(workdir / "peer")))
-            results = measure(targets, args.clients, args.seconds, args.tasks, args.procs)
+                bare = up.enter_context(bare_target(workdir / "bare"))
+            results, floor = measure(
+                targets, args.clients, args.seconds, args.tasks, args.procs, bare
+            )
         result, peer = results[0], (results[1] if args.peer else None)
         waited = waiting(args.waiting, workdir / "waiting", "sync") if args.waiting else None
         awaited = None
@@ -158,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     **asdict(result),
                     "peer": asdict(peer) if peer else None,
                     "ratios": ratios(result, peer) if peer else None,
+                    "floor": asdict(floor) if floor else None,
                     "waiting": asdict(waited) if waited else None,
                     "waiting_async": asdict(awaited) if awaited else None,
                 }
@@ -170,10 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("mcpq / peer, same run (rates: higher is better; the rest: lower is better)")
             for name, ratio in ratios(result, peer).items():
                 print(f"  {name:<26}{ratio:9.2f}x")
+        if floor is not None and peer is not None:
+            print(render_floor(floor, result, peer))
         for phase in (waited, awaited):
             if phase is not None:
                 print(phase.render())
-    failures = result.failures + (peer.failures if peer else 0)
+    failures = result.failures + (peer.failures if peer else 0) + (floor.failures if floor else 0)
     return 0 if failures == 0 else 1
 
 
@@ -189,6 +202,23 @@ RATIOS = (
     "redis_commands_per_task",
     "round_trips_per_task",
 )
+
+
+def render_floor(floor: OneClient, mine: Result, peer: Result) -> str:
+    """The host's floor under the 1-client end to end, beside mcpq's and the peer's."""
+    polls = ", ".join(f"{n}: {share:.0%}" for n, share in sorted(floor.polls.items()))
+    return "\n".join(
+        [
+            "the floor, same run: a bare server of mcpq's parts (mcpq.ops.bench.floor's), 1 client",
+            f"  end to end                p50 {floor.e2e_p50_ms:6.2f} ms   "
+            f"p99 {floor.e2e_p99_ms:6.2f} ms",
+            f"    of which tools/call p50 {floor.call_p50_ms:.2f} ms, tasks/get p50 "
+            f"{floor.get_p50_ms:.2f} ms; tasks/get per task {polls}",
+            f"  mcpq above the floor      {mine.e2e_p50_ms - floor.e2e_p50_ms:+9.2f} ms",
+            f"  the floor / the peer's    {floor.e2e_p50_ms / peer.e2e_p50_ms:9.2f}x"
+            "  (mcpq's e2e ratio can be lower only by winning its first tasks/get)",
+        ]
+    )
 
 
 def ratios(mine: Result, peer: Result) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """``python -m mcpq.ops.bench.throughput --peer``, tiny: every phase runs to the end against a real
 mcpq stack and against fastmcp-tasks (installed into ``.cache/peer-venv`` on first use), and
-reports sane numbers and their ratios (correctness only: no timing is asserted)."""
+reports sane numbers and their ratios, and the bare server's 1-client phase beside them (the
+host's floor; correctness only: no timing is asserted)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,11 @@ def test_the_throughput_benchmark_runs_every_phase() -> None:
     assert peer["pss_mib"] > 20  # its server and its worker were found
     assert peer["e2e_polls"] and peer["e2e_run_mean_ms"] is None  # its records are not read
     assert set(result["ratios"]) >= {"created_per_s", "completed_per_s", "get_p99_ms", "pss_mib"}
+    # The floor in the same run: the bare server took its 1-client turn, every task with exactly
+    # two tasks/get (it answers the first with "working", by design).
+    floor = result["floor"]
+    assert floor["failures"] == 0 and 0 < floor["e2e_p50_ms"] <= floor["e2e_p99_ms"], floor
+    assert floor["polls"] == {"2": 1.0}, floor
     for phase, tool in (("waiting", "slow_compute"), ("waiting_async", "bench_async_sleep")):
         waiting = result[phase]
         assert waiting["runs"] == WAITING and waiting["tool"] == tool
