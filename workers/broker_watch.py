@@ -35,6 +35,7 @@ from kombu.exceptions import OperationalError
 from mcpq.shared.celery_config import broker_origin, connection_problem, unreachable
 from mcpq.shared.redis_urls import redact_url
 from mcpq.shared.settings import Settings
+from mcpq.workers.event_loop_guard import EVENT_LOOP
 
 log = logging.getLogger("mcpq.worker")
 
@@ -104,6 +105,14 @@ class BoundedConsumer(Consumer):
         default_steps = tuple(
             s for s in Consumer.Blueprint.default_steps if not s.endswith(":Gossip")
         )
+
+    def connect(self) -> Any:
+        conn = super().connect()
+        if getattr(self, "hub", None) is not None:  # (untyped in the stubs)
+            # The consumer's connection: its reconnects are its own (bounded here), while any
+            # other connection on the loop gets one attempt (mcpq.workers.event_loop_guard).
+            EVENT_LOOP.consumer(conn)
+        return conn
 
     def ensure_connected(self, conn: Any) -> Any:
         app = self.app

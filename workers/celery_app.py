@@ -27,14 +27,14 @@ from celery import Celery, Task, signals
 from celery.exceptions import CPendingDeprecationWarning, Ignore
 
 from mcpq.shared import logs, redis_tls, tracing
-from mcpq.shared.celery_config import broker_is_store, celery_config
+from mcpq.shared.celery_config import broker_is_amqp, broker_is_store, celery_config
 from mcpq.shared.jobs import Run, read_run
 from mcpq.shared.registry import Registry
 from mcpq.shared.settings import Settings
 from mcpq.shared.store import open_store
 from mcpq.shared.store.clients import store_keys, sync_client
 from mcpq.shared.store.wakeups import Wakeups
-from mcpq.workers import broker_watch, run_loop, run_metrics, solo
+from mcpq.workers import amqp_transport, broker_watch, run_loop, run_metrics, solo
 from mcpq.workers.heartbeat import LeaseKeeper
 from mcpq.workers.io_pool import current_slot
 from mcpq.workers.outcomes import RunOutcome
@@ -95,9 +95,13 @@ def create_worker_app(settings: Settings, registry: Registry | None = None) -> W
     app.conf.update(celery_config(settings))
     if broker_is_store(settings):
         # kombu's Redis transport without its Redis-side ack emulation (recovery is the
-        # store's). Any other broker gets kombu's own transport for its URL (RabbitMQ: py-amqp,
-        # where acks, redelivery and prefetch are the broker's).
+        # store's), its reconnects on the event loop guarded (mcpq.workers.event_loop_guard).
         app.conf.broker_transport = TRANSPORT
+    elif broker_is_amqp(settings):
+        # kombu's py-amqp transport (acks, redelivery and prefetch are the broker's), its
+        # reconnects on the event loop guarded as the Redis one's. Any other broker URL gets
+        # kombu's own transport for it.
+        app.conf.broker_transport = amqp_transport.transport_for(settings.broker_url)
     # Broker reconnects bounded by MCPQ_BROKER_WAIT_S, then exit 3 (mcpq.workers.broker_watch).
     app.conf.worker_consumer = "mcpq.workers.broker_watch:BoundedConsumer"
     for tool in app.registry.tools.values():

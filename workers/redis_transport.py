@@ -16,73 +16,18 @@ worker shuts down. A worker killed outright loses the messages it held; their ta
 again by the sweeper (``MCPQ_REQUEUE_UNSTARTED_S`` after their last send), or resume from
 their lease.
 
-A connection of this transport never holds the worker's event loop in a reconnect loop
-(:class:`EventLoopGuard`): on the loop's thread, a connection other than the consumer's that
-connected before gets one attempt at reconnecting. Celery's worker heartbeat is published there
-with kombu's unbounded retry; a broker lost as a heartbeat went out kept the loop retrying it until
-the broker came back, so the consumer never noticed the loss (nor gave up after
-``MCPQ_BROKER_WAIT_S``). Now the heartbeat is buffered (Celery's dispatcher keeps events while
-offline), and the loop goes on to read the closed sockets and reconnect the consumer its own way.
+A connection of this transport never holds the worker's event loop in a reconnect loop: see
+``mcpq.workers.event_loop_guard`` (the RabbitMQ transport has the same guard).
 """
 
 from __future__ import annotations
 
-import os
-import threading
-import weakref
 from typing import Any
 
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 
-
-class BrokerLostOnEventLoop(Exception):
-    """A connection lost the broker on the worker's event loop and could not reconnect at once.
-
-    Not one of kombu's connection errors on purpose: kombu would retry those there, and for as long
-    as the broker stays away when the caller set no bound (Celery's heartbeat sets none)."""
-
-
-class EventLoopGuard:
-    """Where the worker's consumer runs its event loop, and which connections may reconnect there.
-
-    Celery registers the consumer's connection with the loop (``Consumer.connect``, on the loop's
-    thread, at each (re)connect): that thread and process are the loop's. On them, a connection
-    that connected before and is not the consumer's (the event dispatcher's, a pooled producer's)
-    gets a single attempt per reconnect. The consumer's own reconnects are untouched: its
-    connection after a loss is a new one (bounded by ``mcpq.workers.broker_watch``), and its
-    current one reconnects with a bound of kombu's."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: tuple[int, int] | None = None  # the loop's (pid, thread id)
-        self._consumer: weakref.ref[Any] | None = None  # the consumer's kombu Connection
-        self._connected: weakref.WeakSet[Any] = weakref.WeakSet()  # kombu Connections, once up
-
-    def register(self, consumer: Any) -> None:
-        """``consumer`` (a kombu Connection) feeds the event loop that runs on this thread."""
-        with self._lock:
-            self._loop = (os.getpid(), threading.get_ident())
-            self._consumer = weakref.ref(consumer)
-
-    def connected(self, client: Any) -> None:
-        with self._lock:
-            self._connected.add(client)
-
-    def single_attempt(self, client: Any) -> bool:
-        """Whether a reconnect of ``client`` (a kombu Connection) gets one attempt only: it
-        connected before, it is not the consumer's, and this is the loop's thread."""
-        with self._lock:
-            consumer = self._consumer() if self._consumer is not None else None
-            return (
-                self._loop == (os.getpid(), threading.get_ident())
-                and client is not consumer
-                and client in self._connected
-            )
-
-
-#: The process's guard (one event loop per worker process).
-EVENT_LOOP = EventLoopGuard()
+from mcpq.workers.event_loop_guard import GuardedReconnects
 
 
 class MemoryQoS(kombu_redis.QoS):
@@ -127,7 +72,7 @@ class SentinelChannel(Channel, kombu_redis.SentinelChannel):
     the primary (and finds it again after a failover); acks stay in memory as above."""
 
 
-class Transport(kombu_redis.Transport):
+class Transport(GuardedReconnects, kombu_redis.Transport):
     Channel = Channel
 
     def __init__(self, client: Any, **kwargs: Any) -> None:
@@ -138,27 +83,6 @@ class Transport(kombu_redis.Transport):
         if (client.transport_options or {}).get("master_name"):
             self.Channel = SentinelChannel
             self.default_port = kombu_redis.SentinelTransport.default_port
-
-    def register_with_event_loop(self, connection: Any, loop: Any) -> None:
-        super().register_with_event_loop(connection, loop)
-        EVENT_LOOP.register(self.client)
-
-    def establish_connection(self) -> Any:
-        """kombu's, but a reconnect the event loop would wait out gets one attempt
-        (:class:`EventLoopGuard`); ``self.client`` is the kombu Connection, which outlives the
-        transport (kombu makes a new one for each reconnect)."""
-        client = self.client
-        if client is None or not EVENT_LOOP.single_attempt(client):
-            established = super().establish_connection()
-            if client is not None:
-                EVENT_LOOP.connected(client)
-            return established
-        try:
-            return super().establish_connection()
-        except client.recoverable_connection_errors as exc:
-            raise BrokerLostOnEventLoop(
-                f"lost the broker on the worker's event loop: {exc!r}"
-            ) from exc
 
 
 #: Celery's ``broker_transport`` for this transport.

@@ -1,6 +1,7 @@
 """A running Celery worker's main thread (its consumer's event loop), as Celery's SIGUSR1 handler
 prints every thread's stack into the worker's log: for a failure message that says where a
-worker is stuck."""
+worker is stuck; and the two halves of the broker-loss tests around it (every slot busy, then
+the loss noticed)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,17 @@ import os
 import signal
 import time
 
+import pytest
+
 from mcpq.ops.harness.children import Child
+from mcpq.ops.harness.mcp_client import McpClient
+from mcpq.ops.runtime.processes import wait_until
+from mcpq.shared.store import task_ref
+from tests.support.stacks import LiveStack
+
+#: Celery's worker heartbeat interval (``celery.worker.heartbeat.Heart``): a broker frozen longer
+#: than this has a heartbeat waiting on it.
+HEARTBEAT_S = 2.0
 
 
 def main_thread_stack(worker: Child, frames_kept: int = 24) -> str:
@@ -27,3 +38,30 @@ def main_thread_stack(worker: Child, frames_kept: int = 24) -> str:
             break
         frames.append(line)
     return "\n".join(frames[-frames_kept:])
+
+
+def busy_slots(stack: LiveStack, client: McpClient, slots: int) -> list[str]:
+    """``slots`` tasks of a minute each, created and running: a worker of that many slots has
+    every one busy (so no BRPOP of a Redis broker is in flight). Their taskIds."""
+    ids = [
+        client.create_task("slow_compute", {"seconds": 60, "label": f"s{i}"})["taskId"]
+        for i in range(slots)
+    ]
+    wait_until(
+        lambda: all(stack.task_hash(task_ref(t)).get("runs") == "1" for t in ids),
+        timeout=20,
+        message="every slot busy",
+    )
+    return ids
+
+
+def expect_broker_loss_noticed(worker: Child, pool: str, timeout: float = 10.0) -> None:
+    """The worker logs its broker's loss within ``timeout``; otherwise the test fails with
+    where its event loop is stuck."""
+    try:
+        worker.wait_for_log("cannot reach the broker at", timeout=timeout)
+    except TimeoutError:
+        pytest.fail(
+            f"the {pool} worker did not notice the broker's loss in {timeout:g} s; its event "
+            f"loop:\n{main_thread_stack(worker)}"
+        )
