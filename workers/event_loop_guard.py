@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +27,12 @@ class BrokerLostOnEventLoop(Exception):
 
     Not one of kombu's connection errors on purpose: kombu would retry those there, and for as long
     as the broker stays away when the caller set no bound (Celery's heartbeat sets none)."""
+
+
+#: How long the other connections on the loop stop trying after one lost the broker, unless the
+#: consumer reaches it again first (a connection lost alone, the consumer's still up, retries
+#: after this).
+QUIET_S = 30.0
 
 
 class EventLoopGuard:
@@ -47,6 +54,8 @@ class EventLoopGuard:
         self._loop: tuple[int, int] | None = None  # the loop's (pid, thread id)
         self._consumer: weakref.ref[Any] | None = None  # the consumer's kombu Connection
         self._connected: weakref.WeakSet[Any] = weakref.WeakSet()  # kombu Connections, once up
+        #: Until when a single attempt fails at once, without trying (monotonic; 0: tries).
+        self._quiet_until = 0.0
 
     def on_loop(self) -> None:
         """A connection was registered with the worker's event loop on this thread: the loop's."""
@@ -57,6 +66,7 @@ class EventLoopGuard:
         """``connection`` (a kombu Connection) is the consumer's, the one that feeds the loop."""
         with self._lock:
             self._consumer = weakref.ref(connection)
+            self._quiet_until = 0.0  # it has just reached the broker: the others may try again
 
     def connected(self, client: Any) -> None:
         with self._lock:
@@ -76,15 +86,23 @@ class EventLoopGuard:
     def establish(self, client: Any, connect: Callable[[], Any]) -> Any:
         """``connect()``, a transport's own ``establish_connection`` for ``client`` (the kombu
         Connection, which outlives the transport: kombu makes a new one for each reconnect);
-        one attempt only where :meth:`single_attempt` says so."""
+        one attempt only where :meth:`single_attempt` says so.
+
+        Once such an attempt has failed, the next ones fail at once, without trying, until the
+        consumer has reached the broker again (or :data:`QUIET_S` has passed): an attempt at a
+        broker that went silent blocks the loop for a whole connect timeout, and the heartbeat
+        would make one every 2 s, leaving the loop too little time to notice the loss."""
         if client is None or not self.single_attempt(client):
             established = connect()
             if client is not None:
                 self.connected(client)
             return established
+        if time.monotonic() < self._quiet_until:
+            raise BrokerLostOnEventLoop("the broker was lost on the worker's event loop")
         try:
             return connect()
         except client.recoverable_connection_errors as exc:
+            self._quiet_until = time.monotonic() + QUIET_S
             raise BrokerLostOnEventLoop(
                 f"lost the broker on the worker's event loop: {exc!r}"
             ) from exc

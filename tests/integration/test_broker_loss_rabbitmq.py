@@ -1,13 +1,13 @@
-"""A worker on RabbitMQ notices its broker's loss when the loss comes as its event loop publishes
-Celery's worker heartbeat, with every prefetch slot busy; and once the broker is back it
-reconnects, consumes again, and runs new tasks (``test_broker_loss_with_full_slots`` is the same
-fault on a Redis broker).
+"""A worker on RabbitMQ notices its broker's loss while Celery's worker heartbeat is on its way,
+with every prefetch slot busy, whether the broker goes away (its connections closed) or goes
+silent (its connections open, nothing answering); and once the broker is back it reconnects,
+consumes again and runs new tasks (``test_broker_loss_with_full_slots`` is the first fault on a
+Redis broker).
 
 The shared RabbitMQ is never touched: the stack reaches it (a vhost of the test's own) through a
-TCP relay (``tests.support.tcp_relay``), a process of the test's. The relay is frozen (SIGSTOP)
-for longer than a heartbeat interval, so a heartbeat is on its way into a broker that does not
-answer, then killed (SIGKILL): every connection of the worker's is closed at once. Then a new
-relay on the same port is the broker back.
+TCP relay (``tests.support.tcp_relay``), a process of the test's. Frozen (SIGSTOP), the relay is
+a broker that stopped answering; killed (SIGKILL), one that is gone; resumed (SIGCONT), or a new
+relay on the same port, the broker back.
 """
 
 from __future__ import annotations
@@ -16,19 +16,87 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from mcpq.ops.harness.children import Child
 from mcpq.ops.harness.mcp_client import McpClient
 from mcpq.ops.runtime.processes import free_port, listening, wait_until
 from mcpq.shared.settings import DEFAULT_TOOLS
 from mcpq.shared.store import task_ref
 from tests.support import rabbitmq, tcp_relay
-from tests.support.stacks import POOLS, LiveStack
+from tests.support.stacks import FAST_KNOBS, POOLS, LiveStack
 from tests.support.worker_stack import HEARTBEAT_S, busy_slots, expect_broker_loss_noticed
 
 SLOTS = 2
+#: The workers' AMQP heartbeat (``MCPQ_AMQP_HEARTBEAT_S``): a silent broker is noticed after
+#: two beats of it, once the loop is free to check them.
+AMQP_HEARTBEAT_S = 2
+#: A silent broker's loss is noticed within this: a publish's confirm timeout (5 s), one
+#: reconnect attempt of the heartbeat's connection (4 s), two beats, and the consumer's first
+#: attempt (4 s): about 16 s. Without the confirm's bound it was never noticed while the broker
+#: stayed silent; with the heartbeat's connection trying again at each beat, after 36 s.
+SILENT_NOTICED_S = 26.0
+
+
+class RelayedStack:
+    """A stack whose every process reaches its vhost through a relay on ``port``."""
+
+    def __init__(self, tmp_path: Path, pool: str) -> None:
+        knobs = {**FAST_KNOBS, "MCPQ_AMQP_HEARTBEAT_S": str(AMQP_HEARTBEAT_S)}
+        self.stack = LiveStack(
+            "amqploss", tmp_path, tools=DEFAULT_TOOLS, broker="rabbitmq", env=knobs
+        )
+        assert self.stack.vhost is not None
+        self.port = free_port()
+        self.stack.broker_url = self.stack.vhost.url.replace(f":{rabbitmq.PORT}/", f":{self.port}/")
+        self.relays = 0
+        try:
+            self.relay = self.start_relay()
+            self.stack.start(webs=1, workers=0)
+            self.worker: Child = self.stack.start_worker(concurrency=SLOTS, pool=pool, events=False)
+        except BaseException:
+            self.stack.close(check=False)
+            raise
+
+    def start_relay(self) -> int:
+        argv = [sys.executable, tcp_relay.__file__, str(self.port), rabbitmq.HOST]
+        child = self.stack.spawn(
+            f"relay{self.relays}", [*argv, str(rabbitmq.PORT)], env=dict(os.environ)
+        )
+        self.relays += 1
+        wait_until(lambda: listening(self.port), timeout=20, interval=0.05, message="the relay")
+        return child.popen.pid
+
+    def ridden_out(self, client: McpClient, busy: list[str]) -> None:
+        """The broker is back: the worker says so, the busy runs are cancelled, and a new task
+        runs to its end (it consumes again); nothing was unrecoverable."""
+        self.worker.wait_for_log("reached the broker at", timeout=30)
+        for task_id in busy:
+            client.cancel(task_id)
+        quick = client.create_task("slow_compute", {"seconds": 0.1, "label": "after"})
+        wait_until(
+            lambda: self.stack.task_hash(task_ref(quick["taskId"])).get("status") == "completed",
+            timeout=30,
+            message="a task created after the outage to complete",
+        )
+        assert "Unrecoverable error" not in self.worker.log()
+        assert self.worker.alive
+
+
+def _with_stack(
+    pool: str, tmp_path: Path, fault: Callable[[RelayedStack, McpClient], None]
+) -> None:
+    if why := rabbitmq.unavailable():
+        pytest.skip(why)
+    relayed = RelayedStack(tmp_path, pool)
+    try:
+        with McpClient(relayed.stack.url(0)) as client:
+            fault(relayed, client)
+    finally:
+        relayed.stack.close()
 
 
 @pytest.mark.timeout(120)
@@ -36,42 +104,26 @@ SLOTS = 2
 def test_a_rabbitmq_broker_lost_during_a_heartbeat_is_noticed_and_ridden_out(
     pool: str, tmp_path: Path
 ) -> None:
-    if why := rabbitmq.unavailable():
-        pytest.skip(why)
-    stack = LiveStack("amqploss", tmp_path, tools=DEFAULT_TOOLS, broker="rabbitmq")
-    assert stack.vhost is not None
-    port = free_port()
-    # Every process of the stack reaches the vhost through the relay.
-    stack.broker_url = stack.vhost.url.replace(f":{rabbitmq.PORT}/", f":{port}/")
-    relay_argv = [sys.executable, tcp_relay.__file__, str(port), rabbitmq.HOST, str(rabbitmq.PORT)]
+    def gone(relayed: RelayedStack, client: McpClient) -> None:
+        busy = busy_slots(relayed.stack, client, SLOTS)
+        os.kill(relayed.relay, signal.SIGSTOP)  # a heartbeat goes out and gets no answer
+        time.sleep(HEARTBEAT_S + 0.5)
+        os.kill(relayed.relay, signal.SIGKILL)  # the broker gone: every connection closed
+        expect_broker_loss_noticed(relayed.worker, pool)
+        relayed.start_relay()  # the broker back
+        relayed.ridden_out(client, busy)
 
-    def start_relay(n: int) -> int:
-        child = stack.spawn(f"relay{n}", relay_argv, env=dict(os.environ))
-        wait_until(lambda: listening(port), timeout=20, interval=0.05, message="the relay")
-        return child.popen.pid
+    _with_stack(pool, tmp_path, gone)
 
-    try:
-        relay = start_relay(0)
-        stack.start(webs=1, workers=0)
-        worker = stack.start_worker(concurrency=SLOTS, pool=pool, events=False)
-        with McpClient(stack.url(0)) as client:
-            ids = busy_slots(stack, client, SLOTS)
-            os.kill(relay, signal.SIGSTOP)  # a heartbeat goes out and gets no answer
-            time.sleep(HEARTBEAT_S + 0.5)
-            os.kill(relay, signal.SIGKILL)  # the broker gone: every connection closed
-            expect_broker_loss_noticed(worker, pool)
-            start_relay(1)  # the broker back
-            worker.wait_for_log("reached the broker at", timeout=30)
-            # It consumes again: the slow runs are cancelled, and a new task runs to its end.
-            for task_id in ids:
-                client.cancel(task_id)
-            quick = client.create_task("slow_compute", {"seconds": 0.1, "label": "after"})
-            wait_until(
-                lambda: stack.task_hash(task_ref(quick["taskId"])).get("status") == "completed",
-                timeout=30,
-                message="a task created after the outage to complete",
-            )
-        assert "Unrecoverable error" not in worker.log()
-        assert worker.alive
-    finally:
-        stack.close()
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("pool", POOLS)
+def test_a_rabbitmq_broker_gone_silent_is_noticed_and_ridden_out(pool: str, tmp_path: Path) -> None:
+    def silent(relayed: RelayedStack, client: McpClient) -> None:
+        busy = busy_slots(relayed.stack, client, SLOTS)
+        os.kill(relayed.relay, signal.SIGSTOP)  # silent for good: nothing closes a connection
+        expect_broker_loss_noticed(relayed.worker, pool, timeout=SILENT_NOTICED_S)
+        os.kill(relayed.relay, signal.SIGCONT)  # the broker answers again
+        relayed.ridden_out(client, busy)
+
+    _with_stack(pool, tmp_path, silent)
