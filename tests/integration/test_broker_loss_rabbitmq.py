@@ -1,8 +1,8 @@
 """A worker on RabbitMQ notices its broker's loss while Celery's worker heartbeat is on its way,
 with every prefetch slot busy, whether the broker goes away (its connections closed) or goes
-silent (its connections open, nothing answering); and once the broker is back it reconnects,
-consumes again and runs new tasks (``test_broker_loss_with_full_slots`` is the first fault on a
-Redis broker).
+silent (its connections open, nothing answering), or goes away again each time the worker has
+just reached it; and once the broker is back it reconnects, consumes again and runs new tasks
+(``test_broker_loss_with_full_slots`` is the first fault on a Redis broker).
 
 The shared RabbitMQ is never touched: the stack reaches it (a vhost of the test's own) through a
 TCP relay (``tests.support.tcp_relay``), a process of the test's. Frozen (SIGSTOP), the relay is
@@ -12,14 +12,17 @@ relay on the same port, the broker back.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from kombu import Connection, Exchange, Queue
 
 from mcpq.ops.harness.children import Child
 from mcpq.ops.harness.mcp_client import McpClient
@@ -28,7 +31,12 @@ from mcpq.shared.settings import DEFAULT_TOOLS
 from mcpq.shared.store import task_ref
 from tests.support import rabbitmq, tcp_relay
 from tests.support.stacks import FAST_KNOBS, POOLS, LiveStack
-from tests.support.worker_stack import HEARTBEAT_S, busy_slots, expect_broker_loss_noticed
+from tests.support.worker_stack import (
+    HEARTBEAT_S,
+    busy_slots,
+    expect_broker_loss_noticed,
+    main_thread_stack,
+)
 
 SLOTS = 2
 #: The workers' AMQP heartbeat (``MCPQ_AMQP_HEARTBEAT_S``): a silent broker is noticed after
@@ -127,3 +135,68 @@ def test_a_rabbitmq_broker_gone_silent_is_noticed_and_ridden_out(pool: str, tmp_
         relayed.ridden_out(client, busy)
 
     _with_stack(pool, tmp_path, silent)
+
+
+#: Losses of the broker just as the worker reached it again, in a row.
+FLAPS = 2
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("pool", POOLS)
+def test_a_rabbitmq_broker_lost_again_as_the_consumer_restarts_is_ridden_out(
+    pool: str, tmp_path: Path
+) -> None:
+    """The broker goes away again the moment the worker has reached it: while the consumer
+    restarts (its heartbeat, its remote control, its task consumer and QoS, each a publish or a
+    declare on the new connection). Each loss is noticed; once the broker stays, the worker
+    consumes again, and its heartbeat is heard again (Flower marks a worker that stops beating
+    offline)."""
+
+    def flapping(relayed: RelayedStack, client: McpClient) -> None:
+        busy = busy_slots(relayed.stack, client, SLOTS)
+        for flap in range(1, FLAPS + 1):
+            os.kill(relayed.relay, signal.SIGKILL)
+            _logged(relayed.worker, "cannot reach the broker at", flap, pool)
+            relayed.relay = relayed.start_relay()
+            _logged(relayed.worker, "reached the broker at", flap, pool)
+            # At once: the consumer is restarting on the connection just made.
+        os.kill(relayed.relay, signal.SIGKILL)
+        _logged(relayed.worker, "cannot reach the broker at", FLAPS + 1, pool)
+        relayed.relay = relayed.start_relay()
+        _logged(relayed.worker, "reached the broker at", FLAPS + 1, pool)
+        relayed.ridden_out(client, busy)
+        assert relayed.stack.vhost is not None
+        beats = heartbeats(relayed.stack.vhost.url, within=3 * HEARTBEAT_S + 1)
+        assert beats >= 2, f"{beats} worker heartbeats in {3 * HEARTBEAT_S + 1:g} s"
+
+    _with_stack(pool, tmp_path, flapping)
+
+
+def heartbeats(vhost_url: str, within: float) -> int:
+    """How many ``worker-heartbeat`` events the vhost's event exchange carried in ``within``
+    seconds (read on the shared server directly, not through the relay)."""
+    got: list[object] = []
+    exchange = Exchange("celeryev", type="topic")  # Celery's event exchange, as it declares it
+    queue = Queue("", exchange, "worker.heartbeat", exclusive=True, auto_delete=True)
+    callbacks = [lambda body, _: got.append(body)]
+    with (
+        Connection(vhost_url) as conn,
+        conn.Consumer(queue, callbacks=callbacks, accept=["json"]),
+    ):
+        deadline = time.monotonic() + within
+        while (left := deadline - time.monotonic()) > 0:
+            with contextlib.suppress(socket.timeout):
+                conn.drain_events(timeout=left)
+    return len(got)
+
+
+def _logged(worker: Child, needle: str, times: int, pool: str, timeout: float = 20.0) -> None:
+    """``needle`` is in ``worker``'s log ``times`` times within ``timeout``; otherwise the test
+    fails with where its event loop is stuck."""
+    try:
+        wait_until(lambda: worker.log().count(needle) >= times, timeout=timeout, interval=0.02)
+    except TimeoutError:
+        pytest.fail(
+            f"the {pool} worker logged {needle!r} {worker.log().count(needle)} times, not"
+            f" {times}, in {timeout:g} s; its event loop:\n{main_thread_stack(worker)}"
+        )
