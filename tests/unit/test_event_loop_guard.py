@@ -7,8 +7,9 @@ from __future__ import annotations
 import threading
 
 import pytest
+from celery.worker.consumer import Consumer
 
-from mcpq.workers import event_loop_guard
+from mcpq.workers import broker_watch, event_loop_guard
 from mcpq.workers.event_loop_guard import BrokerLostOnEventLoop, EventLoopGuard
 
 
@@ -100,3 +101,26 @@ def test_the_consumer_s_own_a_new_one_s_and_another_thread_s_reconnects_are_komb
     thread.start()
     thread.join()
     assert [type(exc) for exc in raised] == [ConnectionRefusedError]
+
+
+def test_the_consumer_tells_the_guard_which_connection_is_its_own(
+    guard: EventLoopGuard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``broker_watch.BoundedConsumer.connect``: the connection it made is the consumer's, so
+    its reconnects keep kombu's retries (bounded by the consumer), and the quiet ends."""
+    made = Connection()
+    monkeypatch.setattr(broker_watch, "EVENT_LOOP", guard)
+    monkeypatch.setattr(Consumer, "connect", lambda self: made)
+    consumer = object.__new__(broker_watch.BoundedConsumer)  # (no worker: connect() alone)
+    consumer.hub = object()  # a consumer on the event loop
+    guard.connected(made)
+    assert guard.single_attempt(made)  # a connection that connected before, on the loop
+    dispatcher, connects = Connection(), Connects()
+    guard.establish(dispatcher, connects)
+    connects.failing = True
+    with pytest.raises(BrokerLostOnEventLoop):  # its one attempt failed: the quiet begins
+        guard.establish(dispatcher, connects)
+    assert consumer.connect() is made
+    assert not guard.single_attempt(made)
+    connects.failing = False  # the quiet is over: the dispatcher tries (and reaches it)
+    assert guard.establish(dispatcher, connects) == "established"
