@@ -32,10 +32,12 @@ from mcpq.shared.store import task_ref
 from tests.support import rabbitmq, tcp_relay
 from tests.support.stacks import FAST_KNOBS, POOLS, LiveStack
 from tests.support.worker_stack import (
+    BACK,
     HEARTBEAT_S,
+    LOST,
     busy_slots,
     expect_broker_loss_noticed,
-    main_thread_stack,
+    expect_logged,
 )
 
 SLOTS = 2
@@ -81,7 +83,7 @@ class RelayedStack:
     def ridden_out(self, client: McpClient, busy: list[str]) -> None:
         """The broker is back: the worker says so, the busy runs are cancelled, and a new task
         runs to its end (it consumes again); nothing was unrecoverable."""
-        self.worker.wait_for_log("reached the broker at", timeout=30)
+        self.worker.wait_for_log(BACK, timeout=30)
         for task_id in busy:
             client.cancel(task_id)
         quick = client.create_task("slow_compute", {"seconds": 0.1, "label": "after"})
@@ -137,8 +139,8 @@ def test_a_rabbitmq_broker_gone_silent_is_noticed_and_ridden_out(pool: str, tmp_
     _with_stack(pool, tmp_path, silent)
 
 
-#: Losses of the broker just as the worker reached it again, in a row.
-FLAPS = 2
+#: Losses of the broker in a row, each but the first the moment the worker has reached it again.
+LOSSES = 3
 
 
 @pytest.mark.timeout(150)
@@ -154,16 +156,11 @@ def test_a_rabbitmq_broker_lost_again_as_the_consumer_restarts_is_ridden_out(
 
     def flapping(relayed: RelayedStack, client: McpClient) -> None:
         busy = busy_slots(relayed.stack, client, SLOTS)
-        for flap in range(1, FLAPS + 1):
-            os.kill(relayed.relay, signal.SIGKILL)
-            _logged(relayed.worker, "cannot reach the broker at", flap, pool)
+        for loss in range(1, LOSSES + 1):
+            os.kill(relayed.relay, signal.SIGKILL)  # after the first: the consumer restarting
+            expect_logged(relayed.worker, LOST, pool, times=loss, timeout=20)
             relayed.relay = relayed.start_relay()
-            _logged(relayed.worker, "reached the broker at", flap, pool)
-            # At once: the consumer is restarting on the connection just made.
-        os.kill(relayed.relay, signal.SIGKILL)
-        _logged(relayed.worker, "cannot reach the broker at", FLAPS + 1, pool)
-        relayed.relay = relayed.start_relay()
-        _logged(relayed.worker, "reached the broker at", FLAPS + 1, pool)
+            expect_logged(relayed.worker, BACK, pool, times=loss, timeout=20)
         relayed.ridden_out(client, busy)
         assert relayed.stack.vhost is not None
         beats = heartbeats(relayed.stack.vhost.url, within=3 * HEARTBEAT_S + 1)
@@ -188,15 +185,3 @@ def heartbeats(vhost_url: str, within: float) -> int:
             with contextlib.suppress(socket.timeout):
                 conn.drain_events(timeout=left)
     return len(got)
-
-
-def _logged(worker: Child, needle: str, times: int, pool: str, timeout: float = 20.0) -> None:
-    """``needle`` is in ``worker``'s log ``times`` times within ``timeout``; otherwise the test
-    fails with where its event loop is stuck."""
-    try:
-        wait_until(lambda: worker.log().count(needle) >= times, timeout=timeout, interval=0.02)
-    except TimeoutError:
-        pytest.fail(
-            f"the {pool} worker logged {needle!r} {worker.log().count(needle)} times, not"
-            f" {times}, in {timeout:g} s; its event loop:\n{main_thread_stack(worker)}"
-        )

@@ -20,6 +20,8 @@ from tests.support.stacks import LiveStack
 #: Celery's worker heartbeat interval (``celery.worker.heartbeat.Heart``): a broker frozen longer
 #: than this has a heartbeat waiting on it.
 HEARTBEAT_S = 2.0
+#: What a worker logs once per outage of its broker, and once the outage is over.
+LOST, BACK = "cannot reach the broker at", "reached the broker at"
 
 
 def main_thread_stack(worker: Child, frames_kept: int = 24) -> str:
@@ -58,10 +60,18 @@ def busy_slots(stack: LiveStack, client: McpClient, slots: int) -> list[str]:
 def expect_broker_loss_noticed(worker: Child, pool: str, timeout: float = 10.0) -> None:
     """The worker logs its broker's loss within ``timeout``; otherwise the test fails with
     where its event loop is stuck."""
+    expect_logged(worker, LOST, pool, timeout=timeout)
+
+
+def expect_logged(
+    worker: Child, needle: str, pool: str, times: int = 1, timeout: float = 10.0
+) -> None:
+    """``needle`` is in the worker's log ``times`` times within ``timeout``; otherwise the test
+    fails with where its event loop is stuck."""
     try:
-        worker.wait_for_log("cannot reach the broker at", timeout=timeout)
+        wait_until(lambda: worker.log().count(needle) >= times, timeout=timeout, interval=0.02)
     except TimeoutError:
         pytest.fail(
-            f"the {pool} worker did not notice the broker's loss in {timeout:g} s; its event "
-            f"loop:\n{main_thread_stack(worker)}"
+            f"the {pool} worker logged {needle!r} {worker.log().count(needle)} times, not"
+            f" {times}, in {timeout:g} s; its event loop:\n{main_thread_stack(worker)}"
         )
